@@ -1,0 +1,241 @@
+#pragma once
+// The one table of CUDA kernel configs, and the shape heuristic that picks
+// from it.
+//
+// Everything that needs to know which kernels exist reads kConfigs:
+//   - the chooser below (select_kernel) and the validation of a user override,
+//   - the family translation units (csrc/cuda/launch_*.cu), which instantiate
+//     exactly the rows of their family and nothing else,
+//   - tilelab_torch.kernels() (through the _kernel_table op in csrc/ops.cpp),
+//     which in turn parametrizes the tests and the benchmarks.
+// Adding a kernel = its header under kernels/ + a row here (+ a launch_*.cu
+// once per new family).
+//
+// This header is host-only C++ (no CUDA): the CPU-only build includes it too,
+// so kernels() lists the same table everywhere.
+#include <c10/core/ScalarType.h>
+#include <c10/util/Exception.h>
+
+#include <cstdint>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+
+namespace tilelab {
+
+enum class Family : int { Naive, Tiled, Padded };
+
+inline const char* family_name(Family f) {
+  switch (f) {
+    case Family::Naive: return "naive";
+    case Family::Tiled: return "tiled";
+    case Family::Padded: return "padded";
+  }
+  return "?";
+}
+
+// Dtypes a config supports, as a bit mask.
+enum DtypeBits : unsigned {
+  kF32 = 1u << 0,
+  kF64 = 1u << 1,
+  kF16 = 1u << 2,
+  kBF16 = 1u << 3,
+  kAllFloat = kF32 | kF64 | kF16 | kBF16,
+};
+
+inline unsigned dtype_bit(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Float: return kF32;
+    case c10::ScalarType::Double: return kF64;
+    case c10::ScalarType::Half: return kF16;
+    case c10::ScalarType::BFloat16: return kBF16;
+    default: return 0;
+  }
+}
+
+struct KernelConfig {
+  const char* name;     // unique; the same string in kernels(), test ids, benchmark tables
+  const char* variant;  // what a user passes as variant=
+  Family family;
+  int tile;             // what a user passes as tile=
+  int bm, bn, bk;       // block tile: a block computes bm x bn outputs, bk of K per step
+  int threads;          // threads per block
+  int pad;              // kPad: extra elements at the end of each shared-memory row
+  unsigned dtypes;      // DtypeBits
+  int min_sm;           // lowest compute capability (major*10 + minor)
+  const char* summary;
+};
+
+// clang-format off
+inline constexpr KernelConfig kConfigs[] = {
+  // name                     variant         family          T  bm  bn  bk thr   pad dtypes     sm  summary
+  {"naive_8x8",               "naive",        Family::Naive,   8,  8,  8,  0,   64, 0, kAllFloat, 0, "one thread per output, operands straight from global memory"},
+  {"naive_16x16",             "naive",        Family::Naive,  16, 16, 16,  0,  256, 0, kAllFloat, 0, "one thread per output, operands straight from global memory"},
+  {"naive_32x32",             "naive",        Family::Naive,  32, 32, 32,  0, 1024, 0, kAllFloat, 0, "one thread per output, operands straight from global memory"},
+  {"tiled_8x8x8",             "tiled",        Family::Tiled,   8,  8,  8,  8,   64, 0, kAllFloat, 0, "TxT shared-memory tiles, one output per thread, boundary-safe"},
+  {"tiled_16x16x16",          "tiled",        Family::Tiled,  16, 16, 16, 16,  256, 0, kAllFloat, 0, "TxT shared-memory tiles, one output per thread, boundary-safe"},
+  {"tiled_32x32x32",          "tiled",        Family::Tiled,  32, 32, 32, 32, 1024, 0, kAllFloat, 0, "TxT shared-memory tiles, one output per thread, boundary-safe"},
+  {"padded_16x16x16",         "padded",       Family::Padded, 16, 16, 16, 16,  256, 1, kAllFloat, 0, "tiled, A tile stored k-major, rows padded by kPad=1 against bank conflicts"},
+  {"padded_32x32x32",         "padded",       Family::Padded, 32, 32, 32, 32, 1024, 1, kAllFloat, 0, "tiled, A tile stored k-major, rows padded by kPad=1 against bank conflicts"},
+  {"padded_nopad_16x16x16",   "padded_nopad", Family::Padded, 16, 16, 16, 16,  256, 0, kAllFloat, 0, "the padded kernel with kPad=0: the bank-conflict baseline"},
+  {"padded_nopad_32x32x32",   "padded_nopad", Family::Padded, 32, 32, 32, 32, 1024, 0, kAllFloat, 0, "the padded kernel with kPad=0: the bank-conflict baseline"},
+};
+// clang-format on
+inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
+
+inline const KernelConfig* find_config(std::string_view name) {
+  for (const auto& c : kConfigs)
+    if (name == c.name) return &c;
+  return nullptr;
+}
+
+// What the chooser knows about the device.
+struct DeviceInfo {
+  int index = 0;
+  std::string name;
+  int sm = 0;  // major*10 + minor
+  int num_sms = 1;
+  int max_threads_per_block = 1024;
+};
+
+// What the chooser knows about the problem.
+struct Problem {
+  int64_t M = 0, N = 0, K = 0;
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  bool a_row_major = true;  // A's k-stride is 1
+  bool b_row_major = true;  // B's n-stride is 1
+};
+
+struct Choice {
+  const KernelConfig* cfg = nullptr;
+  std::string reason;
+};
+
+inline std::string dtype_str(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Float: return "torch.float32";
+    case c10::ScalarType::Double: return "torch.float64";
+    case c10::ScalarType::Half: return "torch.float16";
+    case c10::ScalarType::BFloat16: return "torch.bfloat16";
+    default: return std::string("torch.") + c10::toString(t);
+  }
+}
+
+// Why a config cannot run this problem on this device, or "" if it can.
+inline std::string unsupported_reason(const KernelConfig& c, const Problem& p, const DeviceInfo& d) {
+  std::ostringstream os;
+  if (!(c.dtypes & dtype_bit(p.dtype))) {
+    os << c.name << " does not support " << dtype_str(p.dtype);
+  } else if (c.threads > d.max_threads_per_block) {
+    os << c.name << " needs " << c.threads << " threads per block but cuda:" << d.index << " ("
+       << d.name << ") allows at most " << d.max_threads_per_block;
+  } else if (d.sm < c.min_sm) {
+    os << c.name << " needs compute capability " << c.min_sm / 10 << "." << c.min_sm % 10
+       << " but cuda:" << d.index << " is " << d.sm / 10 << "." << d.sm % 10;
+  }
+  return os.str();
+}
+
+inline std::string valid_variants() {
+  std::string out;
+  std::string_view last;
+  for (const auto& c : kConfigs) {
+    if (last == c.variant) continue;
+    if (!out.empty()) out += ", ";
+    out += "'" + std::string(c.variant) + "'";
+    last = c.variant;
+  }
+  return out;
+}
+
+inline std::string valid_tiles(std::string_view variant) {
+  std::string out;
+  for (const auto& c : kConfigs) {
+    if (variant != c.variant) continue;
+    if (!out.empty()) out += ", ";
+    out += std::to_string(c.tile);
+  }
+  return out;
+}
+
+// The shape heuristic. Rules are tried in order; each says why it exists.
+// Measured on an NVIDIA H100 80GB HBM3 (benchmarks/choose_sweep.py, results in
+// benchmarks/results/): see the reason strings.
+inline Choice choose(const Problem& p, const DeviceInfo& d) {
+  auto pick = [&](const char* name, std::string why) -> Choice {
+    const KernelConfig* c = find_config(name);
+    TORCH_CHECK(c != nullptr, "tilelab: chooser names unknown config ", name);
+    if (unsupported_reason(*c, p, d).empty()) return Choice{c, std::move(why)};
+    return Choice{};
+  };
+  const int64_t tiles32 = ((p.M + 31) / 32) * ((p.N + 31) / 32);
+  Choice ch;
+  if (tiles32 >= 2LL * d.num_sms) {
+    ch = pick("padded_32x32x32",
+              "at least two waves of 32x32 tiles: the 32x32 tile reads each operand element "
+              "from global memory M/32 (N/32) times instead of M (N) times, and the padded "
+              "k-major A tile keeps the col-major-A case free of store conflicts");
+    if (ch.cfg) return ch;
+  }
+  ch = pick("padded_16x16x16",
+            "fewer than two waves of 32x32 tiles: 16x16 tiles give 4x the blocks to fill "
+            "the SMs, which beats the 32x32 tile's higher reuse at this size");
+  if (ch.cfg) return ch;
+  ch = pick("tiled_8x8x8", "last resort: the smallest tiled config fits any device");
+  if (ch.cfg) return ch;
+  TORCH_CHECK(false, "tilelab: no kernel for ", dtype_str(p.dtype), " ", p.M, "x", p.N, "x", p.K,
+              " on cuda:", d.index, " (", d.name, ", sm_", d.sm, ")");
+}
+
+// Resolve (variant, tile) to a config: the user's override, validated against
+// the table, or the chooser's pick when both are None.
+inline Choice select_kernel(const Problem& p, const DeviceInfo& d,
+                            std::optional<std::string_view> variant, std::optional<int64_t> tile) {
+  if (!variant.has_value() || *variant == "auto") {
+    TORCH_CHECK(!tile.has_value(),
+                "tilelab: tile=", *tile, " needs a variant; pass variant= too (one of ",
+                valid_variants(), ")");
+    return choose(p, d);
+  }
+  const std::string v(*variant);
+  // A full config name ("tiled_16x16x16") selects that row directly.
+  const KernelConfig* c = find_config(v);
+  if (c != nullptr) {
+    TORCH_CHECK(!tile.has_value() || *tile == c->tile, "tilelab: variant='", v,
+                "' is a config name with tile ", c->tile, "; tile=", *tile, " contradicts it");
+  } else {
+    bool known = false;
+    for (const auto& row : kConfigs) known = known || v == row.variant;
+    TORCH_CHECK(known, "tilelab: unknown variant '", v, "'; valid variants: ", valid_variants(),
+                " (or a config name from tilelab_torch.kernels())");
+    if (!tile.has_value()) {
+      // The variant without a tile: the largest of its tiles that runs here.
+      for (const auto& row : kConfigs)
+        if (v == row.variant && unsupported_reason(row, p, d).empty() &&
+            (c == nullptr || row.tile > c->tile))
+          c = &row;
+      TORCH_CHECK(c != nullptr, "tilelab: no config of variant '", v, "' runs ",
+                  dtype_str(p.dtype), " on cuda:", d.index, " (", d.name, ")");
+      return Choice{c, "user override: variant='" + v + "', largest tile that runs here"};
+    }
+    for (const auto& row : kConfigs)
+      if (v == row.variant && row.tile == *tile) c = &row;
+    if (c == nullptr) {
+      const int64_t t = *tile;
+      if (t > 0 && t * t > d.max_threads_per_block) {
+        TORCH_CHECK(false, "tilelab: tile=", t, " needs ", t, "x", t, " = ", t * t,
+                    " threads per block (one thread per output of the tile) but cuda:", d.index,
+                    " (", d.name, ") allows at most ", d.max_threads_per_block,
+                    "; valid tiles for variant '", v, "': ", valid_tiles(v));
+      }
+      TORCH_CHECK(false, "tilelab: tile=", t, " is not a valid tile for variant '", v,
+                  "'; valid tiles: ", valid_tiles(v));
+    }
+  }
+  const std::string why = unsupported_reason(*c, p, d);
+  TORCH_CHECK(why.empty(), "tilelab: ", why);
+  return Choice{c, std::string("user override: ") + c->name};
+}
+
+}  // namespace tilelab

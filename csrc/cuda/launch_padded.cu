@@ -1,0 +1,29 @@
+// Instantiates the padded family: each table row (tile, kPad) x {even,
+// predicated} x dtype.
+#include <c10/cuda/CUDAException.h>
+
+#include "kernels/padded.cuh"
+#include "launch.h"
+
+namespace tilelab {
+
+void launch_padded(int config_index, const GemmProblem& p, cudaStream_t stream) {
+  const bool found = visit_family<Family::Padded>(config_index, [&](auto row) {
+    constexpr KernelConfig c = kConfigs[decltype(row)::value];
+    static_assert(c.bm == c.bn && c.bn == c.bk && c.bm * c.bn == c.threads,
+                  "padded: square T x T x T tiles, one thread per output");
+    const dim3 grid = grid_for(p, c.bm, c.bn), block(c.bn, c.bm);
+    const bool even = is_even(p, c.bm, c.bn, c.bk);
+    TILELAB_DISPATCH_FLOATS(p.dtype, "tilelab_padded", [&] {
+      const auto args = GemmArgs<scalar_t>::from(p);
+      if (even)
+        padded_kernel<scalar_t, c.tile, c.pad, true><<<grid, block, 0, stream>>>(args);
+      else
+        padded_kernel<scalar_t, c.tile, c.pad, false><<<grid, block, 0, stream>>>(args);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    });
+  });
+  TORCH_CHECK(found, "tilelab: config ", kConfigs[config_index].name, " is not a padded kernel");
+}
+
+}  // namespace tilelab

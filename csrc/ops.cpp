@@ -1,0 +1,66 @@
+// Every schema of the tilelab library, in one place. Backends register only
+// implementations: csrc/cpu/tiled_mm_cpu.cpp (CPU) and csrc/cuda/tiled_mm.cu
+// (CUDA); the fake (meta) and autograd rules live in tilelab_torch/ops.py.
+#include <Python.h>
+#include <torch/library.h>
+
+#include <sstream>
+#include <string>
+
+#include "cuda/configs.h"
+
+// `import tilelab_torch._C` loads this library, which runs the registrations
+// below. No Python bindings: the ops are reached through torch.ops.tilelab.
+extern "C" {
+PyObject* PyInit__C(void) {
+  static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, nullptr};
+  return PyModule_Create(&module_def);
+}
+}
+
+namespace tilelab {
+namespace {
+
+bool built_with_cuda() {
+#ifdef TILELAB_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+// The config table as JSON, for tilelab_torch.kernels().
+std::string kernel_table_json() {
+  std::ostringstream os;
+  os << "{\"built_with_cuda\": " << (built_with_cuda() ? "true" : "false") << ", \"configs\": [";
+  for (int i = 0; i < kNumConfigs; ++i) {
+    const KernelConfig& c = kConfigs[i];
+    os << (i ? ", " : "") << "{\"name\": \"" << c.name << "\", \"variant\": \"" << c.variant
+       << "\", \"family\": \"" << family_name(c.family) << "\", \"tile\": " << c.tile
+       << ", \"bm\": " << c.bm << ", \"bn\": " << c.bn << ", \"bk\": " << c.bk
+       << ", \"threads\": " << c.threads << ", \"pad\": " << c.pad << ", \"min_sm\": " << c.min_sm
+       << ", \"dtypes\": [";
+    bool first = true;
+    for (auto t : {c10::ScalarType::Float, c10::ScalarType::Double, c10::ScalarType::Half,
+                   c10::ScalarType::BFloat16}) {
+      if (!(c.dtypes & dtype_bit(t))) continue;
+      os << (first ? "" : ", ") << "\"" << dtype_str(t) << "\"";
+      first = false;
+    }
+    os << "], \"summary\": \"" << c.summary << "\"}";
+  }
+  os << "]}";
+  return os.str();
+}
+
+}  // namespace
+
+TORCH_LIBRARY(tilelab, m) {
+  m.def("tiled_mm(Tensor a, Tensor b, *, str? variant=None, int? tile=None) -> Tensor");
+  // Which kernel tiled_mm would run for these inputs, and why (JSON).
+  m.def("_explain(Tensor a, Tensor b, *, str? variant=None, int? tile=None) -> str");
+  // The config table (JSON); no tensors, so one implementation for all backends.
+  m.def("_kernel_table() -> str", &kernel_table_json);
+}
+
+}  // namespace tilelab

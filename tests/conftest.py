@@ -1,0 +1,90 @@
+"""Shared helpers for the tilelab tests.
+
+GPU tests carry the `gpu` marker and are skipped when torch sees no CUDA device.
+"""
+import os
+
+import pytest
+import torch
+
+import tilelab_torch
+
+HAS_CUDA = torch.cuda.is_available()
+
+# Frobenius-norm relative error allowed against a float64 reference
+# (../shared/BENCHMARKING.md): fp32 IEEE ~1e-6, half types with fp32 accumulation ~3e-3.
+TOL = {
+    torch.float32: 1e-5,
+    torch.float64: 1e-12,
+    torch.float16: 1e-2,
+    torch.bfloat16: 1e-2,
+}
+DTYPE_ID = {torch.float32: "fp32", torch.float64: "fp64", torch.float16: "fp16", torch.bfloat16: "bf16"}
+
+# (M, N, K). "1x1x4097" is a dot product; "33x31x10007" has K > 10000; 256x128x64
+# is a multiple of every tile, so it takes the unpredicated even-shape path.
+SHAPES = [
+    (1, 1, 1),
+    (1, 1, 4097),
+    (7, 5, 13),
+    (17, 65, 129),
+    (127, 129, 128),
+    (256, 128, 64),
+    (1000, 1000, 1000),
+    (33, 31, 10007),
+]
+LAYOUTS = [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col")]
+
+
+def pytest_collection_modifyitems(config, items):
+    if HAS_CUDA:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+def fresh_seed() -> int:
+    """A new seed per call (fresh random data every run), returned so a failure can name it."""
+    seed = int.from_bytes(os.urandom(4), "little")
+    torch.manual_seed(seed)
+    return seed
+
+
+def make_operand(rows: int, cols: int, layout: str, dtype, device) -> torch.Tensor:
+    """A random (rows, cols) tensor, row-major or column-major (a transposed view)."""
+    if layout == "row":
+        return torch.randn(rows, cols, dtype=dtype, device=device)
+    return torch.randn(cols, rows, dtype=dtype, device=device).t()
+
+
+def rel_err(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> float:
+    ref = a.double() @ b.double()
+    num = (out.double() - ref).norm()
+    den = ref.norm()
+    if den == 0:
+        return float(num)
+    return float(num / den)
+
+
+def cuda_kernels(dtype=None):
+    """The CUDA configs of the table (what the tests parametrize over)."""
+    return [k for k in tilelab_torch.kernels("cuda") if dtype is None or dtype in k.dtypes]
+
+
+class Poisoned:
+    """Make the next CUDA allocation of `numel` elements of `dtype` start NaN-filled.
+
+    Fills a block of the caching allocator with NaN and frees it; the op's output
+    of the same size then reuses that block (checked by `reused`), so any output
+    element the kernel fails to write stays NaN and fails the comparison.
+    """
+
+    def __init__(self, numel: int, dtype, device):
+        block = torch.full((max(numel, 1),), float("nan"), dtype=dtype, device=device)
+        self.ptr = block.data_ptr()
+        del block
+
+    def reused(self, out: torch.Tensor) -> bool:
+        return out.data_ptr() == self.ptr

@@ -1,0 +1,232 @@
+"""The op as PyTorch sees it: errors, opcheck, autograd, torch.compile, and the
+Python surface (kernels(), explain())."""
+import os
+import re
+import shutil
+
+import pytest
+import torch
+from torch.testing._internal.optests import opcheck
+
+import tilelab_torch
+from conftest import HAS_CUDA, cuda_kernels
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+op = torch.ops.tilelab.tiled_mm
+
+
+# ------------------------------------------------------------------ bad input
+@pytest.mark.parametrize("device", DEVICES)
+def test_error_not_2d(device):
+    with pytest.raises(RuntimeError, match=r"expected 2-D tensors.*\[2, 3, 4\]"):
+        op(torch.randn(2, 3, 4, device=device), torch.randn(4, 5, device=device))
+    with pytest.raises(RuntimeError, match="expected 2-D tensors"):
+        op(torch.randn(3, device=device), torch.randn(3, 5, device=device))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_error_inner_dims(device):
+    with pytest.raises(RuntimeError, match=r"inner dimensions differ: a is \[3, 4\] and b is \[5, 6\]"):
+        op(torch.randn(3, 4, device=device), torch.randn(5, 6, device=device))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_error_dtype_mismatch(device):
+    with pytest.raises(RuntimeError, match="same dtype, got torch.float32 and torch.float64"):
+        op(torch.randn(3, 4, device=device), torch.randn(4, 5, device=device, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.complex64, torch.bool])
+def test_error_unsupported_dtype(device, dtype):
+    a = torch.ones(3, 4, device=device, dtype=dtype)
+    b = torch.ones(4, 5, device=device, dtype=dtype)
+    with pytest.raises(RuntimeError, match="unsupported dtype .*supported: torch.float32"):
+        op(a, b)
+
+
+@pytest.mark.gpu
+def test_error_cpu_vs_cuda():
+    with pytest.raises(RuntimeError, match="a is on cpu and b is on cuda:0"):
+        op(torch.randn(3, 4), torch.randn(4, 5, device="cuda"))
+    with pytest.raises(RuntimeError, match="a is on cuda:0 and b is on cpu"):
+        op(torch.randn(3, 4, device="cuda"), torch.randn(4, 5))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(HAS_CUDA and torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_error_two_gpus():
+    with pytest.raises(RuntimeError, match="a is on cuda:0 and b is on cuda:1"):
+        op(torch.randn(3, 4, device="cuda:0"), torch.randn(4, 5, device="cuda:1"))
+
+
+@pytest.mark.gpu
+def test_error_tile_too_large():
+    a, b = torch.randn(64, 64, device="cuda"), torch.randn(64, 64, device="cuda")
+    with pytest.raises(RuntimeError, match=r"tile=64 needs 64x64 = 4096 threads.*at most 1024.*valid tiles for variant 'tiled': 8, 16, 32"):
+        op(a, b, variant="tiled", tile=64)
+
+
+@pytest.mark.gpu
+def test_error_bad_tile_and_variant():
+    a, b = torch.randn(8, 8, device="cuda"), torch.randn(8, 8, device="cuda")
+    with pytest.raises(RuntimeError, match=r"tile=12 is not a valid tile for variant 'tiled'; valid tiles: 8, 16, 32"):
+        op(a, b, variant="tiled", tile=12)
+    with pytest.raises(RuntimeError, match=r"unknown variant 'fastest'; valid variants: 'naive', 'tiled'"):
+        op(a, b, variant="fastest")
+    with pytest.raises(RuntimeError, match=r"tile=16 needs a variant"):
+        op(a, b, tile=16)
+    with pytest.raises(RuntimeError, match=r"contradicts"):
+        op(a, b, variant="tiled_16x16x16", tile=32)
+    # explain() runs the same validation
+    with pytest.raises(RuntimeError, match=r"unknown variant 'fastest'"):
+        tilelab_torch.explain(a, b, variant="fastest")
+
+
+def test_error_cpu_override():
+    a, b = torch.randn(8, 8), torch.randn(8, 8)
+    with pytest.raises(RuntimeError, match=r"variant='tiled' is a CUDA kernel; CPU tensors run the 'cpu' kernel"):
+        op(a, b, variant="tiled")
+    with pytest.raises(RuntimeError, match=r"tile=16 applies to CUDA kernels"):
+        op(a, b, tile=16)
+    assert torch.equal(op(a, b, variant="cpu"), op(a, b))
+
+
+def test_fake_tensor_errors():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        a, b = torch.randn(3, 4), torch.randn(5, 6)
+        with pytest.raises(RuntimeError, match="inner dimensions differ"):
+            op(a, b)
+        out = op(torch.randn(3, 4), torch.randn(4, 6))
+        assert out.shape == (3, 6) and out.is_contiguous()
+
+
+# ------------------------------------------------------------ opcheck/autograd
+def _opcheck_cases(device):
+    cases = []
+    for dtype in (torch.float32, torch.float64):
+        for rg in (False, True):
+            for la, lb in (("row", "row"), ("col", "col")):
+                a = torch.randn(17, 9, device=device, dtype=dtype)
+                b = torch.randn(9, 13, device=device, dtype=dtype)
+                a = a if la == "row" else a.t().contiguous().t()
+                b = b if lb == "row" else b.t().contiguous().t()
+                cases.append(((a.requires_grad_(rg), b.requires_grad_(rg)), {}))
+    return cases
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck(device):
+    for args, kwargs in _opcheck_cases(device):
+        opcheck(op, args, kwargs)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("config", [k.name for k in cuda_kernels()])
+def test_opcheck_forced_variant(config):
+    a = torch.randn(17, 9, device="cuda", requires_grad=True)
+    b = torch.randn(9, 13, device="cuda", requires_grad=True)
+    opcheck(op, (a, b), {"variant": config})
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_gradcheck(device):
+    a = torch.randn(7, 5, device=device, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(5, 3, device=device, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x, y: op(x, y), (a, b))
+    assert torch.autograd.gradgradcheck(lambda x, y: op(x, y), (a, b))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", sorted({k.variant for k in cuda_kernels()}))
+def test_gradcheck_each_variant(variant):
+    a = torch.randn(9, 6, device="cuda", dtype=torch.float64, requires_grad=True)
+    b = torch.randn(6, 4, device="cuda", dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x, y: op(x, y, variant=variant), (a, b))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_backward_matches_torch(device):
+    a = torch.randn(33, 20, device=device, requires_grad=True)
+    b = torch.randn(20, 11, device=device, requires_grad=True)
+    g = torch.randn(33, 11, device=device)
+    op(a, b).backward(g)
+    ga, gb = a.grad.clone(), b.grad.clone()
+    a.grad = b.grad = None
+    torch.mm(a, b).backward(g)
+    torch.testing.assert_close(ga, a.grad, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(gb, b.grad, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_torch_compile_fullgraph(device):
+    torch._dynamo.reset()
+
+    @torch.compile(fullgraph=True)
+    def f(x, y, z):
+        return torch.relu(torch.ops.tilelab.tiled_mm(x, y)) + z
+
+    x = torch.randn(37, 29, device=device)
+    y = torch.randn(29, 41, device=device)
+    z = torch.randn(37, 41, device=device)
+    torch.testing.assert_close(f(x, y, z), torch.relu(x @ y) + z, rtol=1e-5, atol=1e-5)
+
+
+# ------------------------------------------------------------- Python surface
+def test_kernels_table():
+    ks = tilelab_torch.kernels()
+    names = [k.name for k in ks]
+    assert len(names) == len(set(names)), "config names must be unique"
+    assert {"naive", "tiled", "padded", "padded_nopad", "cpu"} <= {k.variant for k in ks}
+    tiled = sorted(k.tile for k in ks if k.variant == "tiled")
+    assert tiled == [8, 16, 32]
+    for k in ks:
+        assert k.dtypes, k
+        assert k.device in ("cpu", "cuda")
+        if k.device == "cuda":
+            assert k.threads <= 1024, k
+            assert k.name.startswith(k.variant), k
+    pads = {k.name: k.pad for k in ks if k.family == "padded"}
+    assert any(p > 0 for p in pads.values()) and any(p == 0 for p in pads.values())
+    assert tilelab_torch.kernels("cpu")[0].name == "cpu"
+
+
+def test_cuda_kernels_were_compiled():
+    """CI has nvcc and a CUDA build of torch but no GPU: the CUDA kernels must still be built."""
+    want = (torch.version.cuda is not None
+            and (shutil.which("nvcc") or os.environ.get("CUDA_HOME"))
+            and os.environ.get("TILELAB_CPU_ONLY", "0") != "1")
+    if not want:
+        pytest.skip("no CUDA toolkit / CUDA torch: CPU-only build expected")
+    assert tilelab_torch.built_with_cuda()
+    assert all(k.compiled for k in tilelab_torch.kernels("cuda"))
+
+
+def test_explain_cpu():
+    e = tilelab_torch.explain(torch.randn(5, 4), torch.randn(4, 3))
+    assert e.kernel == "cpu"
+    assert "cpu" in str(e) and "5x3x4" in str(e)
+
+
+@pytest.mark.gpu
+def test_explain_cuda_matches_table():
+    names = {k.name for k in cuda_kernels()}
+    for M, N, K in [(1, 1, 1), (100, 100, 100), (4096, 4096, 256), (8, 4096, 4096)]:
+        a = torch.empty(M, K, device="cuda")
+        b = torch.empty(K, N, device="cuda")
+        e = tilelab_torch.explain(a, b)
+        assert e.kernel in names
+        assert e.reason
+    e = tilelab_torch.explain(a, b, variant="tiled", tile=16)
+    assert e.kernel == "tiled_16x16x16" and "override" in e.reason
+    e = tilelab_torch.explain(a, b, variant="tiled")
+    assert e.kernel == "tiled_32x32x32"
+    assert re.search(r"cuda:0", str(e))
+
+
+def test_public_api_documented():
+    for name in tilelab_torch.__all__:
+        obj = getattr(tilelab_torch, name)
+        assert obj.__doc__, f"{name} has no docstring"
