@@ -105,6 +105,9 @@ struct Problem {
   c10::ScalarType dtype = c10::ScalarType::Float;
   bool a_row_major = true;  // A's k-stride is 1
   bool b_row_major = true;  // B's n-stride is 1
+  // torch.get_float32_matmul_precision() is "high" or "medium": fp32 inputs may
+  // use TF32 tensor cores, as torch.mm would (at::globalContext().allowTF32CuBLAS()).
+  bool allow_tf32 = false;
 };
 
 struct Choice {
@@ -159,9 +162,10 @@ inline std::string valid_tiles(std::string_view variant) {
   return out;
 }
 
-// The shape heuristic. Rules are tried in order; each says why it exists.
-// Measured on an NVIDIA H100 80GB HBM3 (benchmarks/choose_sweep.py, results in
-// benchmarks/results/): see the reason strings.
+// The shape heuristic: an ordered list of rules, each with the measured reason
+// it exists (benchmarks/ab.py --kernels all on the GPU machine; the numbers are
+// in benchmarks/results/). A rule whose config cannot run here (dtype, threads,
+// compute capability) falls through to the next.
 inline Choice choose(const Problem& p, const DeviceInfo& d) {
   auto pick = [&](const char* name, std::string why) -> Choice {
     const KernelConfig* c = find_config(name);
@@ -169,8 +173,10 @@ inline Choice choose(const Problem& p, const DeviceInfo& d) {
     if (unsupported_reason(*c, p, d).empty()) return Choice{c, std::move(why)};
     return Choice{};
   };
-  const int64_t tiles32 = ((p.M + 31) / 32) * ((p.N + 31) / 32);
   Choice ch;
+
+  // --- textbook kernels (naive / tiled / padded), every dtype --------------
+  const int64_t tiles32 = ((p.M + 31) / 32) * ((p.N + 31) / 32);
   if (tiles32 >= 2LL * d.num_sms) {
     ch = pick("padded_32x32x32",
               "at least two waves of 32x32 tiles: the 32x32 tile reads each operand element "

@@ -59,6 +59,7 @@ Prepared prepare(const at::Tensor& a, const at::Tensor& b, std::optional<c10::st
   r.problem.dtype = a.scalar_type();
   r.problem.a_row_major = r.a.row_major;
   r.problem.b_row_major = r.b.row_major;
+  r.problem.allow_tf32 = at::globalContext().allowTF32CuBLAS();
   std::optional<std::string_view> v;
   if (variant.has_value()) v = std::string_view(variant->data(), variant->size());
   r.choice = select_kernel(r.problem, device_info(a.get_device()), v, tile);
