@@ -8,6 +8,11 @@ OUT=${OUT:-out}
 mkdir -p "$OUT"
 STEPS=${STEPS:-build test ab}
 export PYTHONUNBUFFERED=1
+# The GPU machine's environment sets CC/CXX to a toolchain in /opt/gcc whose
+# g++ links libstdc++ statically into the extension. That private copy of the
+# C++ runtime crashes in std::ostringstream (so in every TORCH_CHECK message).
+# The system compiler links the system libstdc++ that torch itself uses.
+unset CC CXX
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
 for step in $STEPS; do
   case $step in
