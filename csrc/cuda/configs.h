@@ -176,17 +176,31 @@ inline Choice choose(const Problem& p, const DeviceInfo& d) {
   Choice ch;
 
   // --- textbook kernels (naive / tiled / padded), every dtype --------------
+  // Measured on an NVIDIA H200 (benchmarks/ab.py --kernels all, fp32 and bf16,
+  // row-major operands; benchmarks/results/):
+  //  - tiled beats padded by ~20% for row-major A (4096^3 fp32: tiled_32 16.4 ms,
+  //    padded_32 20.6 ms): tiled reads its A row As[ty][k..k+3] as one 16-byte
+  //    shared load, the k-major padded tile needs a scalar load per k.
+  //  - padded (kPad=1) beats padded_nopad by 25% (20.6 vs 27.5 ms at 4096^3):
+  //    the bank conflicts of the transposed store, measured in benchmarks/.
+  //  - T=32 wins when the 32x32 grid has no ragged edge and at least one block
+  //    per SM (512^3: 0.041 ms vs 0.047 for T=16; 4096^3: 16.4 vs 16.9 ms);
+  //    otherwise T=16 wins or ties (1000^3: 0.279 vs 0.284 ms; 333x777x555:
+  //    0.053 vs 0.065 ms; 8x4096x4096: 0.207 vs 0.216 ms; 4097^3 is 1% slower).
+  //  Column-major A was not part of this sweep: the same rule applies to it.
   const int64_t tiles32 = ((p.M + 31) / 32) * ((p.N + 31) / 32);
-  if (tiles32 >= 2LL * d.num_sms) {
-    ch = pick("padded_32x32x32",
-              "at least two waves of 32x32 tiles: the 32x32 tile reads each operand element "
-              "from global memory M/32 (N/32) times instead of M (N) times, and the padded "
-              "k-major A tile keeps the col-major-A case free of store conflicts");
+  const bool even32 = p.M % 32 == 0 && p.N % 32 == 0;
+  if (even32 && tiles32 >= d.num_sms) {
+    ch = pick("tiled_32x32x32",
+              "M and N multiples of 32 with at least one 32x32 tile per SM: the 32x32 tile "
+              "halves global traffic against 16x16 (measured 16.4 vs 16.9 ms at 4096^3 fp32, "
+              "0.041 vs 0.047 ms at 512^3 on an H200)");
     if (ch.cfg) return ch;
   }
-  ch = pick("padded_16x16x16",
-            "fewer than two waves of 32x32 tiles: 16x16 tiles give 4x the blocks to fill "
-            "the SMs, which beats the 32x32 tile's higher reuse at this size");
+  ch = pick("tiled_16x16x16",
+            "a ragged 32x32 grid or fewer 32x32 tiles than SMs: 16x16 tiles waste less at "
+            "the edges and fill more SMs (measured 0.053 vs 0.065 ms at 333x777x555, 0.279 vs "
+            "0.284 ms at 1000^3 fp32 on an H200)");
   if (ch.cfg) return ch;
   ch = pick("tiled_8x8x8", "last resort: the smallest tiled config fits any device");
   if (ch.cfg) return ch;
