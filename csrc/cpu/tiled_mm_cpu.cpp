@@ -28,6 +28,44 @@ constexpr int64_t kKC = 256;  // depth of one packed slice
 template <typename T> struct CpuAcc { using type = float; };
 template <> struct CpuAcc<double> { using type = double; };
 
+// acc[i][j] += sum_k ap[i][k] * bp[k][j] over one packed slice. The body
+// keeps a kMR x kNR block of C in registers while it streams k, so each
+// loaded B vector feeds kMR multiply-adds (the row-at-a-time loop reloaded
+// and stored C for every k). Ragged edges take the plain loop.
+constexpr int64_t kMR = 4, kNR = 16;
+
+template <typename Acc>
+void micro_tiles(const Acc* __restrict__ ap, const Acc* __restrict__ bp, Acc* __restrict__ acc,
+                 int64_t mb, int64_t nb, int64_t kb) {
+  const int64_t mfull = mb - mb % kMR, nfull = nb - nb % kNR;
+  for (int64_t i = 0; i < mfull; i += kMR) {
+    for (int64_t j = 0; j < nfull; j += kNR) {
+      Acc c[kMR][kNR];
+      for (int64_t r = 0; r < kMR; ++r)
+        for (int64_t x = 0; x < kNR; ++x) c[r][x] = acc[(i + r) * kNC + j + x];
+      for (int64_t k = 0; k < kb; ++k) {
+        const Acc* __restrict__ bk = bp + k * kNC + j;
+        for (int64_t r = 0; r < kMR; ++r) {
+          const Acc a = ap[(i + r) * kKC + k];
+          for (int64_t x = 0; x < kNR; ++x) c[r][x] += a * bk[x];
+        }
+      }
+      for (int64_t r = 0; r < kMR; ++r)
+        for (int64_t x = 0; x < kNR; ++x) acc[(i + r) * kNC + j + x] = c[r][x];
+    }
+  }
+  // Ragged edges: the rows below mfull (all columns) and the columns right of nfull.
+  auto plain = [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    for (int64_t i = i0; i < i1; ++i)
+      for (int64_t k = 0; k < kb; ++k) {
+        const Acc a = ap[i * kKC + k];
+        for (int64_t j = j0; j < j1; ++j) acc[i * kNC + j] += a * bp[k * kNC + j];
+      }
+  };
+  plain(0, mfull, nfull, nb);
+  plain(mfull, mb, 0, nb);
+}
+
 template <typename T>
 void cpu_mm(const T* a, int64_t sam, int64_t sak, const T* b, int64_t sbk, int64_t sbn, T* c,
             int64_t M, int64_t N, int64_t K) {
@@ -47,15 +85,7 @@ void cpu_mm(const T* a, int64_t sam, int64_t sak, const T* b, int64_t sbk, int64
         for (int64_t k = 0; k < kb; ++k)
           for (int64_t j = 0; j < nb; ++j)
             bp[k * kNC + j] = static_cast<Acc>(b[(k0 + k) * sbk + (n0 + j) * sbn]);
-        for (int64_t i = 0; i < mb; ++i) {
-          Acc* __restrict__ ci = acc.data() + i * kNC;
-          const Acc* __restrict__ ai = ap.data() + i * kKC;
-          for (int64_t k = 0; k < kb; ++k) {
-            const Acc aik = ai[k];
-            const Acc* __restrict__ bk = bp.data() + k * kNC;
-            for (int64_t j = 0; j < nb; ++j) ci[j] += aik * bk[j];
-          }
-        }
+        micro_tiles(ap.data(), bp.data(), acc.data(), mb, nb, kb);
       }
       for (int64_t i = 0; i < mb; ++i)
         for (int64_t j = 0; j < nb; ++j) c[(m0 + i) * N + n0 + j] = static_cast<T>(acc[i * kNC + j]);
