@@ -135,7 +135,7 @@ def oracle_rows(rows: list[dict]) -> list[dict]:
         best = min(group, key=lambda r: r["ms"])
         chosen = [r for r in group if r["chosen"]]
         ch = min(chosen, key=lambda r: r["ms"]) if chosen else None
-        out.append(dict(dtype=key[0], shape=f"{key[1]}x{key[2]}x{key[3]}", oracle=best["kernel"],
+        out.append(dict(dtype=key[0], shape=f"{key[1]}x{key[2]}x{key[3]}", oracle=best["kernel"].replace("auto:", ""),
                         oracle_ms=best["ms"], chosen=ch["kernel"].replace("auto:", "") if ch else None,
                         chosen_ms=ch["ms"] if ch else None,
                         chosen_vs_oracle=(best["ms"] / ch["ms"]) if ch else None,

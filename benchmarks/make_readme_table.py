@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Markdown results table from a results folder (the README's numbers come from here).
 
-Reads DIR/ab.json (ab.py --out; also DIR/*/ab.json) and, where present,
-DIR/tile_sweep.json, DIR/ncu.json and DIR/roofline.json (also one level down),
+Reads DIR/ab.json (ab.py --out; DIR/*/ab.json only when DIR has none) and, where present,
+DIR/tile_sweep.json, DIR/ncu.json and DIR/roofline.json (same rule),
 and prints markdown:
   - per shape and dtype: the fastest verified tilelab kernel, its TFLOP/s,
     cuBLAS (torch.matmul) TFLOP/s, ratio (cuBLAS ms / tilelab ms, > 1 means
@@ -30,7 +30,9 @@ BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 
 
 def find(directory: str, name: str) -> list[str]:
-    return sorted(glob.glob(os.path.join(directory, name)) + glob.glob(os.path.join(directory, "*", name)))
+    """DIR/name if it exists (a run_all.sh folder), else DIR/*/name."""
+    top = os.path.join(directory, name)
+    return [top] if os.path.exists(top) else sorted(glob.glob(os.path.join(directory, "*", name)))
 
 
 def load(path: str):

@@ -254,6 +254,10 @@ def main(argv=None) -> int:
     common.print_table(rows, COLUMNS)
     for line in comparisons(rows):
         print(line)
+    print("Notes: gld sectors are 32-byte L1 sectors requested by global loads; naive's A load is one sector "
+          "broadcast to a whole warp, so its count is below the 'two loads per FMA' model and tiled's saving "
+          "is less than T x in sectors. DRAM writes can read ~0: C stays in the L2 (write-back) when the "
+          "kernel ends.")
     for r in rows:
         if r.get("log") and r["status"].startswith("SKIP"):
             print(f"\n--- {r['config']}: {r['status']}\n{r['log'][-800:]}", file=sys.stderr)

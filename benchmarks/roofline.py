@@ -94,6 +94,8 @@ COLUMNS = [
 
 
 def plot(rows, ceilings, bw, path, meta):
+    """One log-log panel per dtype: its roof, each kernel at its model intensity (filled) and,
+    where ncu measured it, at its DRAM intensity (hollow, dotted line between the two)."""
     try:
         import matplotlib
 
@@ -102,40 +104,41 @@ def plot(rows, ceilings, bw, path, meta):
     except ImportError:
         print("matplotlib is not installed: no PNG", file=sys.stderr)
         return False
-    fig, ax = plt.subplots(figsize=(10, 6.5))
+    dkeys = list(ceilings)
+    fig, axes = plt.subplots(1, len(dkeys), figsize=(7.5 * len(dkeys), 6.5), squeeze=False)
     xs = [10 ** (i / 20) for i in range(-40, 81)]  # 0.01 .. 10^4 FLOP/B
-    colors = {"fp32": "tab:blue", "tf32": "tab:purple", "bf16": "tab:red", "fp16": "tab:orange",
-              "fp64": "tab:gray"}
-    for dkey, peak in ceilings.items():
-        ax.plot(xs, [min(peak, x * bw) for x in xs], color=colors.get(dkey, "k"), lw=1.5,
-                label=f"roof {dkey}: {peak:.0f} TFLOP/s, {bw:.2f} TB/s")
     markers = ["o", "s", "^", "D", "v", "P", "X", "*"]
     fams = sorted({r["family"] for r in rows})
-    for r in rows:
-        if not r.get("tflops"):
-            continue
-        c = colors.get(r["dtype"], "k")
-        m = markers[fams.index(r["family"]) % len(markers)]
-        ax.scatter([r["ai_model"]], [r["tflops"]], color=c, marker=m, s=40, zorder=3)
-        ax.annotate(r["kernel"], (r["ai_model"], r["tflops"]), fontsize=6, xytext=(3, 2),
-                    textcoords="offset points")
-        if r.get("ai_dram"):
-            y = r.get("tflops_dram_shape") or r["tflops"]
-            ax.scatter([r["ai_dram"]], [y], facecolors="none", edgecolors=c, marker=m, s=40, zorder=3)
-            ax.plot([r["ai_model"], r["ai_dram"]], [r["tflops"], y], color=c, lw=0.5, ls=":")
-    for f in fams:
-        ax.scatter([], [], color="k", marker=markers[fams.index(f) % len(markers)], label=f"family {f}")
-    ax.scatter([], [], facecolors="none", edgecolors="k", label="measured DRAM intensity (ncu)")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP / byte of global traffic)")
-    ax.set_ylabel("TFLOP/s")
-    ax.set_title(f"tilelab roofline, {meta['device']}, N={rows[0]['N'] if rows else '?'} "
-                 f"(torch {meta['torch']}, CUDA {meta['cuda']})", fontsize=9)
-    ax.grid(True, which="both", lw=0.3)
-    ax.legend(fontsize=7, loc="lower right")
+    cmap = plt.get_cmap("tab10")
+    for ax, dkey in zip(axes[0], dkeys):
+        peak = ceilings[dkey]
+        ax.plot(xs, [min(peak, x * bw) for x in xs], color="k", lw=1.5,
+                label=f"roof: cuBLAS {peak:.0f} TFLOP/s, copy {bw:.2f} TB/s (measured)")
+        for r in rows:
+            if r["dtype"] != dkey or not r.get("tflops"):
+                continue
+            i = fams.index(r["family"])
+            c, m = cmap(i % 10), markers[i % len(markers)]
+            ax.scatter([r["ai_model"]], [r["tflops"]], color=c, marker=m, s=40, zorder=3)
+            ax.annotate(r["kernel"], (r["ai_model"], r["tflops"]), fontsize=6, xytext=(4, -3),
+                        textcoords="offset points")
+            if r.get("ai_dram"):
+                y = r.get("tflops_dram_shape") or r["tflops"]
+                ax.scatter([r["ai_dram"]], [y], facecolors="none", edgecolors=c, marker=m, s=40, zorder=3)
+                ax.plot([r["ai_model"], r["ai_dram"]], [r["tflops"], y], color=c, lw=0.6, ls=":")
+        for i, f in enumerate(fams):
+            ax.scatter([], [], color=cmap(i % 10), marker=markers[i % len(markers)], label=f"{f} (model intensity)")
+        ax.scatter([], [], facecolors="none", edgecolors="k", label="DRAM intensity measured by ncu")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("arithmetic intensity (FLOP / byte)")
+        ax.set_ylabel("TFLOP/s")
+        ax.set_title(f"{dkey}, {rows[0]['N'] if rows else '?'}^3", fontsize=10)
+        ax.grid(True, which="both", lw=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+    fig.suptitle(f"tilelab roofline on {meta['device']} (torch {meta['torch']}, CUDA {meta['cuda']})", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
+    fig.savefig(path, dpi=120)
     plt.close(fig)
     return True
 
@@ -229,7 +232,8 @@ def main(argv=None) -> int:
     common.print_table(rows, COLUMNS)
     print("\nAI model: FLOP per byte moved from global memory into the SM by the kernel's tiling "
           "(mostly L2 hits); AI DRAM: FLOP per DRAM byte counted by ncu (L2 absorbs the re-reads). "
-          "roof = min(compute ceiling, AI x bandwidth).")
+          "roof = min(compute ceiling, AI x bandwidth). Above 100% of roof@model: the caches give reuse "
+          "the model does not count (naive's T x T block rereads its rows from L1).")
     if args.out:
         os.makedirs(args.out, exist_ok=True)
         common.write_json(os.path.join(args.out, "roofline.json"), {"meta": meta, "rows": rows})
