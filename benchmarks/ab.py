@@ -8,6 +8,10 @@ tilelab is faster), % of the device's peak, and the relative error of both
 against a float64 reference. With --kernels all it also names the fastest
 tilelab kernel per shape ("oracle") beside the dispatcher's choice.
 
+For small shapes (M*N*K <= --graph-max-mnk) it also times CUDA-graph replay of
+both sides (columns 'graph ms' / 'cuBLAS graph ms', JSON keys graph_ms /
+cublas_graph_ms), so launch overhead is visible and separate.
+
 On a machine without a GPU it compares the CPU kernel against torch's CPU matmul.
 
 Examples:
@@ -80,6 +84,8 @@ def run(args) -> list[dict]:
         ref = a.double() @ b.double()
         cublas_ms = common.bench(lambda: torch.matmul(a, b), device, args.warmup, args.rep)
         cublas_err = common.rel_err(torch.matmul(a, b), ref)
+        graph = device.startswith("cuda") and M * N * K <= args.graph_max_mnk
+        cublas_graph_ms = common.bench_graph(lambda: torch.matmul(a, b), args.rep) if graph else None
         chosen = tilelab_torch.explain(a, b).kernel
         for name in candidate_kernels(args.kernels, device, dtype):
             kname = f"auto:{chosen}" if name is None else name
@@ -104,6 +110,10 @@ def run(args) -> list[dict]:
                 rows.append(dict(row, status=f"SKIP: one call took {once:.1f}s > --max-call-s"))
                 continue
             ms = common.bench(fn, device, args.warmup, args.rep)
+            if graph:
+                # CUDA-graph replay: the same kernels with the CPU launch path removed, so a
+                # small shape's launch overhead is visible as ms - graph_ms.
+                row.update(graph_ms=common.bench_graph(fn, args.rep), cublas_graph_ms=cublas_graph_ms)
             row.update(ms=ms, tflops=common.tflops(M, N, K, ms), ratio=cublas_ms / ms,
                        pct_peak=(100 * common.tflops(M, N, K, ms) / peak) if peak else None,
                        status=common.status(row["rel_err"], dkey))
@@ -125,7 +135,7 @@ def oracle_rows(rows: list[dict]) -> list[dict]:
         best = min(group, key=lambda r: r["ms"])
         chosen = [r for r in group if r["chosen"]]
         ch = min(chosen, key=lambda r: r["ms"]) if chosen else None
-        out.append(dict(dtype=key[0], shape=f"{key[1]}x{key[2]}x{key[3]}", oracle=best["kernel"],
+        out.append(dict(dtype=key[0], shape=f"{key[1]}x{key[2]}x{key[3]}", oracle=best["kernel"].replace("auto:", ""),
                         oracle_ms=best["ms"], chosen=ch["kernel"].replace("auto:", "") if ch else None,
                         chosen_ms=ch["ms"] if ch else None,
                         chosen_vs_oracle=(best["ms"] / ch["ms"]) if ch else None,
@@ -137,6 +147,7 @@ COLUMNS = [
     ("dtype", "dtype", ""), ("M", "M", ""), ("N", "N", ""), ("K", "K", ""), ("kernel", "kernel", ""),
     ("ms", "ms", ".3f"), ("TFLOP/s", "tflops", ".2f"), ("cuBLAS ms", "cublas_ms", ".3f"),
     ("cuBLAS TFLOP/s", "cublas_tflops", ".2f"), ("ratio", "ratio", ".3f"), ("%peak", "pct_peak", ".1f"),
+    ("graph ms", "graph_ms", ".4f"), ("cuBLAS graph ms", "cublas_graph_ms", ".4f"),
     ("rel_err", "rel_err", ".1e"), ("cuBLAS rel_err", "cublas_rel_err", ".1e"), ("status", "status", ""),
 ]
 
@@ -154,6 +165,9 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=25, help="warm-up per measurement, ms")
     p.add_argument("--rep", type=int, default=100, help="timed repetitions per measurement, ms")
     p.add_argument("--max-call-s", type=float, default=1.0, help="skip a kernel whose single call takes longer")
+    p.add_argument("--graph-max-mnk", type=float, default=1024 ** 3,
+                   help="also time CUDA-graph replay (columns 'graph ms', 'cuBLAS graph ms') for shapes "
+                        "with M*N*K at most this (default 1024^3; 0 turns it off)")
     p.add_argument("--out", help="directory for ab.json / ab.csv")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
@@ -166,7 +180,8 @@ def main(argv=None) -> int:
     rows = run(args)
     meta = common.metadata(args.device, "highest (fp32 rows) / high (tf32 rows)")
     print(f"# {meta['device']} | torch {meta['torch']} | CUDA {meta['cuda']} | "
-          f"fp32 rows at precision 'highest' (IEEE), tf32 rows at 'high' | median of do_bench")
+          f"fp32 rows at precision 'highest' (IEEE), tf32 rows at 'high' | median of do_bench; "
+          f"graph ms = median CUDA-graph replay")
     common.print_table(rows, COLUMNS)
     orc = oracle_rows(rows)
     if any(r["chosen"] for r in rows) and len({r["kernel"] for r in rows}) > 1:
