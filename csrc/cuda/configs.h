@@ -24,13 +24,14 @@
 
 namespace tilelab {
 
-enum class Family : int { Naive, Tiled, Padded };
+enum class Family : int { Naive, Tiled, Padded, Blocked };
 
 inline const char* family_name(Family f) {
   switch (f) {
     case Family::Naive: return "naive";
     case Family::Tiled: return "tiled";
     case Family::Padded: return "padded";
+    case Family::Blocked: return "blocked";
   }
   return "?";
 }
@@ -80,6 +81,11 @@ inline constexpr KernelConfig kConfigs[] = {
   {"padded_32x32x32",         "padded",       Family::Padded, 32, 32, 32, 32, 1024, 1, kAllFloat, 0, "tiled, A tile stored k-major, rows padded by kPad=1 against bank conflicts"},
   {"padded_nopad_16x16x16",   "padded_nopad", Family::Padded, 16, 16, 16, 16,  256, 0, kAllFloat, 0, "the padded kernel with kPad=0: the bank-conflict baseline"},
   {"padded_nopad_32x32x32",   "padded_nopad", Family::Padded, 32, 32, 32, 32, 1024, 0, kAllFloat, 0, "the padded kernel with kPad=0: the bank-conflict baseline"},
+  // blocked: 8 x TN register tile per thread (TN = bm*bn / (threads*8)), warp tile 32 x 8*TN, 3-stage cp.async
+  {"blocked_128x128x8",       "blocked",      Family::Blocked,128,128,128, 8,  256, 4, kF32,     80, "register-blocked 8x8 per thread, warp-tiled, float4 + 3-stage cp.async, A k-major kPad=4"},
+  {"blocked_64x64x8",         "blocked",      Family::Blocked, 64, 64, 64, 8,  128, 4, kF32,     80, "register-blocked 8x4 per thread, warp-tiled, float4 + 3-stage cp.async, A k-major kPad=4"},
+  {"blocked_k16_128x128x16",  "blocked_k16",  Family::Blocked,128,128,128,16,  256, 4, kF32,     80, "blocked_128x128x8 with BK=16: half the barriers per FLOP, twice the shared memory"},
+  {"blocked_k16_64x64x16",    "blocked_k16",  Family::Blocked, 64, 64, 64,16,  128, 4, kF32,     80, "blocked_64x64x8 with BK=16: half the barriers per FLOP, twice the shared memory"},
 };
 // clang-format on
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
@@ -174,6 +180,21 @@ inline Choice choose(const Problem& p, const DeviceInfo& d) {
     return Choice{};
   };
   Choice ch;
+
+  // --- fp32: the blocked (register-tiled, cp.async-pipelined) kernels -----
+  // BLOCKED_RULES_BEGIN
+  if (p.dtype == c10::ScalarType::Float) {
+    const int64_t tiles128 = ((p.M + 127) / 128) * ((p.N + 127) / 128);
+    if (tiles128 >= d.num_sms) {
+      ch = pick("blocked_128x128x8",
+                "fp32 with at least one 128x128 tile per SM: PROVISIONAL (not yet measured)");
+      if (ch.cfg) return ch;
+    }
+    ch = pick("blocked_64x64x8",
+              "fp32 with fewer 128x128 tiles than SMs: PROVISIONAL (not yet measured)");
+    if (ch.cfg) return ch;
+  }
+  // BLOCKED_RULES_END
 
   // --- textbook kernels (naive / tiled / padded), every dtype --------------
   // Measured on an NVIDIA H200 (benchmarks/ab.py --kernels all, fp32 and bf16,
