@@ -86,6 +86,8 @@ inline constexpr KernelConfig kConfigs[] = {
   {"blocked_64x64x8",         "blocked",      Family::Blocked, 64, 64, 64, 8,  128, 4, kF32,     80, "register-blocked 8x4 per thread, warp-tiled, float4 + 3-stage cp.async, A k-major kPad=4"},
   {"blocked_k16_128x128x16",  "blocked_k16",  Family::Blocked,128,128,128,16,  256, 4, kF32,     80, "blocked_128x128x8 with BK=16: half the barriers per FLOP, twice the shared memory"},
   {"blocked_k16_64x64x16",    "blocked_k16",  Family::Blocked, 64, 64, 64,16,  128, 4, kF32,     80, "blocked_64x64x8 with BK=16: half the barriers per FLOP, twice the shared memory"},
+  {"blocked_wide_128x128x8",  "blocked_wide", Family::Blocked,128,128,128, 8,  128, 4, kF32,     80, "register-blocked 8x16 per thread (half the shared loads per FMA of 8x8), 3-stage cp.async"},
+  {"blocked_wide_128x256x8",  "blocked_wide", Family::Blocked,256,128,256, 8,  256, 4, kF32,     80, "register-blocked 8x16 per thread, 128x256 block tile, 3-stage cp.async"},
 };
 // clang-format on
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);

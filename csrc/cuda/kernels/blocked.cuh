@@ -105,9 +105,10 @@ struct BlockedShape {
   static constexpr int kWM = 4 * TM, kWN = 8 * TN;  // warp tile: 4 x 8 lanes
   static constexpr int kWarpsM = BM / kWM, kWarpsN = BN / kWN;
   static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
-  // Two 256-thread blocks per SM (16 warps, <= 128 registers a thread): one
-  // block's barrier stall is covered by the other's FMAs.
-  static constexpr int kMinBlocks = kThreads >= 256 ? 2 : 1;
+  // Two 256-thread blocks per SM (16 warps, <= 128 registers a thread) when
+  // the 8x8 accumulators fit that: one block's barrier stall is covered by the
+  // other's FMAs. Larger thread tiles get the full register file.
+  static constexpr int kMinBlocks = kThreads >= 256 && TM * TN <= 64 ? 2 : 1;
   static constexpr int kLdA = BM + kPad, kLdB = BN + kPad;
   static constexpr int kStageFloats = BK * (kLdA + kLdB);
   static constexpr size_t kSmemBytes = sizeof(float) * kStageFloats * kStages;
