@@ -1,0 +1,218 @@
+#pragma once
+// Kernel 4, the fast fp32 SIMT kernel: register blocking + warp tiling +
+// a cp.async multi-stage shared-memory pipeline, IEEE fp32 FMAs (no TF32).
+//
+// Work split:
+//   - a block computes a BM x BN tile of C (blockIdx.x: m tile, blockIdx.y: n
+//     tile, blockIdx.z: batch);
+//   - a warp computes a WM x WN sub-tile, WM = 4*TM, WN = 8*TN: its 32 lanes
+//     form a 4 (m) x 8 (n) grid;
+//   - a thread accumulates TM x TN outputs in registers, as (TM/4) x (TN/4)
+//     blocks of 4x4 spaced 16 rows / 32 columns apart. Because of that spacing
+//     each 4-wide fragment a thread reads is one float4 shared load, lanes of
+//     the same lane-row read the same A float4 (broadcast) and the 8 lane-columns
+//     read 8 consecutive B float4s (one 128-byte wavefront): no bank conflicts.
+//
+// Shared memory, per pipeline stage: As[BK][BM + kPad] (A stored k-major, i.e.
+// transposed) and Bs[BK][BN + kPad]. kPad = 4 keeps every row 16-byte aligned
+// (float4 reads) and shifts consecutive rows by 4 banks, so the transposed
+// 4-byte stores of a k-contiguous operand (a warp covers 8 k x 4 m) land on 32
+// distinct banks.
+//
+// Loads: cp.async global->shared, kStages deep: while the FMAs run on stage s,
+// the copies of the next kStages-1 k-tiles are in flight. An operand whose
+// unit-stride dimension is m (A) / n (B) and whose pointer and leading
+// dimension are 16-byte aligned (decided on the host: kVecA / kVecB) is copied
+// 16 bytes at a time; any other operand 4 bytes at a time, lanes walking its
+// unit-stride dimension so the global reads coalesce. Out-of-range elements
+// are zero-filled by cp.async's src-size operand (a zero adds nothing to the
+// dot product), so any M, N, K >= 1 works; stores are predicated.
+#include <cstdint>
+
+#include "common.cuh"
+
+namespace tilelab {
+namespace blocked_detail {
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+// Copy `bytes` (0..16) of 16 from global to shared, zero-filling the rest.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(bytes));
+}
+// Copy 4 bytes (or write a zero when bytes == 0).
+__device__ __forceinline__ void cp_async4(void* dst, const void* src, int bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Stage the kRows (k) x kCols (m or n) tile starting at (k0, c0) of an operand
+// whose element (k, c) sits at g[k * s_k + c * s_c], into smem[k][c] (row
+// stride kLd). `k_fast`: the operand's unit stride is along k (row-major A,
+// column-major B), so the copies are 4-byte and transposed.
+template <int kRows, int kCols, int kLd, int kThreads, bool kVec>
+__device__ __forceinline__ void load_tile(float* smem, const float* __restrict__ g, int64_t s_k,
+                                          int64_t s_c, int k0, int c0, int K, int C, bool k_fast,
+                                          int tid) {
+  if constexpr (kVec) {
+    // s_c == 1 and 16-byte alignment guaranteed by the host.
+    constexpr int kVecs = kRows * kCols / 4;
+    static_assert(kVecs % kThreads == 0, "blocked: every thread copies the same number of float4s");
+#pragma unroll
+    for (int e = tid; e < kVecs; e += kThreads) {
+      const int r = e / (kCols / 4), c = (e % (kCols / 4)) * 4;
+      const int gk = k0 + r, gc = c0 + c;
+      int valid = gk < K ? min(max(C - gc, 0), 4) : 0;
+      const float* src = valid > 0 ? g + static_cast<int64_t>(gk) * s_k + gc : g;
+      cp_async16(smem + r * kLd + c, src, valid * 4);
+    }
+  } else {
+    constexpr int kElems = kRows * kCols;
+    static_assert(kElems % kThreads == 0, "blocked: every thread copies the same number of floats");
+    static_assert(kRows % 8 == 0 && kCols % 4 == 0, "blocked: the k-fast copy walks 8 k x 4 m chunks");
+#pragma unroll
+    for (int e = tid; e < kElems; e += kThreads) {
+      int r, c;
+      if (k_fast) {
+        // A warp covers 8 consecutive k (32-byte runs in global memory) of 4
+        // consecutive m/n: with kLd = kCols + 4 its 32 stores hit 32 banks.
+        const int ch = e / 32;
+        r = (ch % (kRows / 8)) * 8 + (e % 8);
+        c = (ch / (kRows / 8)) * 4 + (e / 8) % 4;
+      } else {
+        r = e / kCols;
+        c = e % kCols;
+      }
+      const int gk = k0 + r, gc = c0 + c;
+      const bool ok = gk < K && gc < C;
+      const float* src = ok ? g + static_cast<int64_t>(gk) * s_k + static_cast<int64_t>(gc) * s_c : g;
+      cp_async4(smem + r * kLd + c, src, ok ? 4 : 0);
+    }
+  }
+}
+
+}  // namespace blocked_detail
+
+template <int BM, int BN, int BK, int TM, int TN, int kPad, int kStages>
+struct BlockedShape {
+  static constexpr int kWM = 4 * TM, kWN = 8 * TN;  // warp tile: 4 x 8 lanes
+  static constexpr int kWarpsM = BM / kWM, kWarpsN = BN / kWN;
+  static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
+  // Two 256-thread blocks per SM (16 warps, <= 128 registers a thread) when
+  // the 8x8 accumulators fit that: one block's barrier stall is covered by the
+  // other's FMAs. Larger thread tiles get the full register file.
+  static constexpr int kMinBlocks = kThreads >= 256 && TM * TN <= 64 ? 2 : 1;
+  static constexpr int kLdA = BM + kPad, kLdB = BN + kPad;
+  static constexpr int kStageFloats = BK * (kLdA + kLdB);
+  static constexpr size_t kSmemBytes = sizeof(float) * kStageFloats * kStages;
+  static_assert(TM % 4 == 0 && TN % 4 == 0, "blocked: thread tiles are built from 4x4 float4 blocks");
+  static_assert(BM % kWM == 0 && BN % kWN == 0, "blocked: the block tile is a whole number of warp tiles");
+  static_assert(kPad % 4 == 0, "blocked: kPad must keep shared rows 16-byte aligned for float4 reads");
+  static_assert(kStages >= 2, "blocked: a pipeline needs at least two stages");
+};
+
+template <int BM, int BN, int BK, int TM, int TN, int kPad, int kStages, bool kVecA, bool kVecB>
+__global__ void __launch_bounds__(BlockedShape<BM, BN, BK, TM, TN, kPad, kStages>::kThreads,
+                      BlockedShape<BM, BN, BK, TM, TN, kPad, kStages>::kMinBlocks)
+    blocked_kernel(GemmArgs<float> p) {
+  using S = BlockedShape<BM, BN, BK, TM, TN, kPad, kStages>;
+  using namespace blocked_detail;
+  extern __shared__ __align__(16) float smem[];
+
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int ly = lane / 8, lx = lane % 8;  // lane position in the warp's 4 x 8 grid
+  const int wm0 = (warp / S::kWarpsN) * S::kWM, wn0 = (warp % S::kWarpsN) * S::kWN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN, bz = blockIdx.z;
+  const float* A = p.a + bz * p.sa_b;
+  const float* B = p.b + bz * p.sb_b;
+  const bool a_k_fast = p.sa_k == 1 && p.sa_m != 1;
+  const bool b_k_fast = p.sb_k == 1 && p.sb_n != 1;
+
+  auto stage_a = [&](int s) { return smem + s * S::kStageFloats; };
+  auto stage_b = [&](int s) { return smem + s * S::kStageFloats + BK * S::kLdA; };
+  auto load = [&](int kt, int s) {
+    const int k0 = kt * BK;
+    load_tile<BK, BM, S::kLdA, S::kThreads, kVecA>(stage_a(s), A, p.sa_k, p.sa_m, k0, m0, p.K, p.M,
+                                                   a_k_fast, tid);
+    load_tile<BK, BN, S::kLdB, S::kThreads, kVecB>(stage_b(s), B, p.sb_k, p.sb_n, k0, n0, p.K, p.N,
+                                                   b_k_fast, tid);
+  };
+
+  float acc[TM][TN];
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+
+  const int ktiles = (p.K + BK - 1) / BK;
+  // Prologue: kStages-1 tiles in flight. One commit per slot, empty or not,
+  // so wait_group<kStages-2> below always means "tile kt has landed".
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < ktiles) load(s, s);
+    cp_async_commit();
+  }
+
+  for (int kt = 0; kt < ktiles; ++kt) {
+    cp_async_wait<kStages - 2>();
+    // Tile kt is visible to all, and everyone has finished reading tile kt-1,
+    // whose stage the prefetch below overwrites.
+    __syncthreads();
+    if (kt + kStages - 1 < ktiles) load(kt + kStages - 1, (kt + kStages - 1) % kStages);
+    cp_async_commit();
+
+    const float* as = stage_a(kt % kStages) + wm0 + ly * 4;
+    const float* bs = stage_b(kt % kStages) + wn0 + lx * 4;
+#pragma unroll
+    for (int k = 0; k < BK; ++k) {
+      float a[TM], b[TN];
+#pragma unroll
+      for (int i = 0; i < TM / 4; ++i)
+        *reinterpret_cast<float4*>(&a[4 * i]) =
+            *reinterpret_cast<const float4*>(as + k * S::kLdA + i * 16);
+#pragma unroll
+      for (int j = 0; j < TN / 4; ++j)
+        *reinterpret_cast<float4*>(&b[4 * j]) =
+            *reinterpret_cast<const float4*>(bs + k * S::kLdB + j * 32);
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+  }
+  cp_async_wait<0>();  // no copy may still target shared memory when the block exits
+
+  // Epilogue: 4 consecutive n per (row, 4x4 block). float4 stores when no bias
+  // and C's rows/batches are 16-byte aligned (uniform branch), else
+  // store_output per element (adds the bias, honours batch strides).
+  const bool vec_c = p.bias == nullptr && p.N % 4 == 0 && p.sc_m % 4 == 0 && p.sc_b % 4 == 0 &&
+                     (reinterpret_cast<uintptr_t>(p.c) & 15) == 0;
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    const int m = m0 + wm0 + (i / 4) * 16 + ly * 4 + i % 4;
+    if (m >= p.M) continue;
+#pragma unroll
+    for (int j = 0; j < TN / 4; ++j) {
+      const int n = n0 + wn0 + j * 32 + lx * 4;
+      if (vec_c) {
+        if (n < p.N) {
+          float4 v = make_float4(acc[i][4 * j], acc[i][4 * j + 1], acc[i][4 * j + 2], acc[i][4 * j + 3]);
+          *reinterpret_cast<float4*>(p.c + bz * p.sc_b + static_cast<int64_t>(m) * p.sc_m + n) = v;
+        }
+      } else {
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj)
+          if (n + jj < p.N) store_output(p, bz, m, n + jj, acc[i][4 * j + jj]);
+      }
+    }
+  }
+}
+
+}  // namespace tilelab

@@ -1,0 +1,63 @@
+"""The blocked (fp32 register-tiled, cp.async) kernels on operands that defeat
+their 16-byte fast path: storage offsets that break 16-byte alignment, leading
+dimensions that are not multiples of 4, both layouts, ragged edges in M, N, K.
+The generic suite (test_correctness.py) covers the table rows on aligned data."""
+import pytest
+import torch
+
+import tilelab_torch
+from conftest import TOL, cuda_kernels, fresh_seed, rel_err
+
+BLOCKED = [k.name for k in cuda_kernels(torch.float32) if k.family == "blocked"]
+
+
+def _operand(rows, cols, layout, offset, lead_pad):
+    """A (rows, cols) fp32 view, `offset` elements into its storage, leading
+    dimension padded by `lead_pad` elements, row- or column-major."""
+    if layout == "row":
+        base = torch.randn(rows * (cols + lead_pad) + offset, device="cuda")
+        return base[offset:].view(rows, cols + lead_pad)[:, :cols]
+    base = torch.randn(cols * (rows + lead_pad) + offset, device="cuda")
+    return base[offset:].view(cols, rows + lead_pad)[:, :rows].t()
+
+
+def test_table_has_blocked_configs():
+    names = [k.name for k in tilelab_torch.kernels("cuda")]
+    assert any(n.startswith("blocked_") for n in names)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("config", BLOCKED)
+@pytest.mark.parametrize("la", ["row", "col"])
+@pytest.mark.parametrize("lb", ["row", "col"])
+@pytest.mark.parametrize("offset,lead_pad", [(0, 0), (1, 0), (0, 1), (3, 2), (4, 4)])
+@pytest.mark.parametrize("M,N,K", [(129, 67, 33), (64, 128, 16), (1, 5, 3), (200, 131, 257)])
+def test_blocked_misaligned(config, la, lb, offset, lead_pad, M, N, K):
+    seed = fresh_seed()
+    a = _operand(M, K, la, offset, lead_pad)
+    b = _operand(K, N, lb, (offset * 3) % 5, lead_pad)
+    out = tilelab_torch.tiled_mm(a, b, variant=config)
+    err = rel_err(out, a, b)
+    assert err <= TOL[torch.float32], f"{config} {la}/{lb} off={offset} pad={lead_pad}: {err:.3g}, seed={seed}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("config", BLOCKED)
+def test_blocked_slices(config):
+    """x[1:, 1:] views: the storage offset is one row plus one element."""
+    seed = fresh_seed()
+    for M, N, K in [(300, 200, 100), (128, 128, 128), (65, 257, 1000)]:
+        a = torch.randn(M + 1, K + 1, device="cuda")[1:, 1:]
+        b = torch.randn(K + 1, N + 1, device="cuda")[1:, 1:]
+        out = tilelab_torch.tiled_mm(a, b, variant=config)
+        assert rel_err(out, a, b) <= TOL[torch.float32], f"{config} {M}x{N}x{K} seed={seed}"
+        out = tilelab_torch.tiled_mm(b.t(), a.t(), variant=config)
+        assert rel_err(out, b.t(), a.t()) <= TOL[torch.float32], f"{config} transposed seed={seed}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16])
+def test_blocked_rejects_other_dtypes(dtype):
+    a = torch.randn(8, 8, device="cuda", dtype=dtype)
+    with pytest.raises(RuntimeError, match="does not support"):
+        tilelab_torch.tiled_mm(a, a, variant=BLOCKED[0])
