@@ -24,13 +24,14 @@
 
 namespace tilelab {
 
-enum class Family : int { Naive, Tiled, Padded };
+enum class Family : int { Naive, Tiled, Padded, TensorCore };
 
 inline const char* family_name(Family f) {
   switch (f) {
     case Family::Naive: return "naive";
     case Family::Tiled: return "tiled";
     case Family::Padded: return "padded";
+    case Family::TensorCore: return "tensorcore";
   }
   return "?";
 }
@@ -65,6 +66,10 @@ struct KernelConfig {
   unsigned dtypes;      // DtypeBits
   int min_sm;           // lowest compute capability (major*10 + minor)
   const char* summary;
+  // Runs fp32 inputs on TF32 tensor cores (10-bit mantissa): only allowed when
+  // torch.get_float32_matmul_precision() is "high" or "medium" (Problem.allow_tf32).
+  // Last member with a default so that rows without it stay valid.
+  bool tf32 = false;
 };
 
 // clang-format off
@@ -80,6 +85,12 @@ inline constexpr KernelConfig kConfigs[] = {
   {"padded_32x32x32",         "padded",       Family::Padded, 32, 32, 32, 32, 1024, 1, kAllFloat, 0, "tiled, A tile stored k-major, rows padded by kPad=1 against bank conflicts"},
   {"padded_nopad_16x16x16",   "padded_nopad", Family::Padded, 16, 16, 16, 16,  256, 0, kAllFloat, 0, "the padded kernel with kPad=0: the bank-conflict baseline"},
   {"padded_nopad_32x32x32",   "padded_nopad", Family::Padded, 32, 32, 32, 32, 1024, 0, kAllFloat, 0, "the padded kernel with kPad=0: the bank-conflict baseline"},
+  // tensorcore: mma.sync, 4-stage cp.async pipeline, ldmatrix; 8 warps (2x4) for 128x128, 4 warps (2x2) for 64x64.
+  // bk is 64 bytes of K per stage: 32 half elements or 16 fp32 (TF32) elements.
+  {"tensorcore_128x128x32",   "tensorcore",   Family::TensorCore, 128, 128, 128, 32, 256, 8, kF16 | kBF16, 80, "mma.sync m16n8k16 (fp32 acc), 4-stage cp.async + ldmatrix, 64x32 warp tiles, boundary-safe"},
+  {"tensorcore_64x64x32",     "tensorcore",   Family::TensorCore,  64,  64,  64, 32, 128, 8, kF16 | kBF16, 80, "mma.sync m16n8k16 (fp32 acc), 4-stage cp.async + ldmatrix, 32x32 warp tiles, boundary-safe"},
+  {"tensorcore_tf32_128x128x16", "tensorcore_tf32", Family::TensorCore, 128, 128, 128, 16, 256, 4, kF32, 80, "TF32 mma.sync m16n8k8 (needs precision 'high'), 4-stage cp.async, 64x32 warp tiles", true},
+  {"tensorcore_tf32_64x64x16",   "tensorcore_tf32", Family::TensorCore,  64,  64,  64, 16, 128, 4, kF32, 80, "TF32 mma.sync m16n8k8 (needs precision 'high'), 4-stage cp.async, 32x32 warp tiles", true},
 };
 // clang-format on
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
@@ -136,6 +147,10 @@ inline std::string unsupported_reason(const KernelConfig& c, const Problem& p, c
   } else if (d.sm < c.min_sm) {
     os << c.name << " needs compute capability " << c.min_sm / 10 << "." << c.min_sm % 10
        << " but cuda:" << d.index << " is " << d.sm / 10 << "." << d.sm % 10;
+  } else if (c.tf32 && !p.allow_tf32) {
+    os << c.name << " computes in TF32 (10-bit mantissa), which fp32 inputs may only use when "
+       << "TF32 is allowed: call torch.set_float32_matmul_precision(\"high\") (or \"medium\") "
+       << "first; the current precision is \"highest\" (IEEE fp32)";
   }
   return os.str();
 }
@@ -166,6 +181,8 @@ inline std::string valid_tiles(std::string_view variant) {
 // it exists (benchmarks/ab.py --kernels all on the GPU machine; the numbers are
 // in benchmarks/results/). A rule whose config cannot run here (dtype, threads,
 // compute capability) falls through to the next.
+#define TC_BIG_WHY "at least one 128x128 tile per SM: the large tile (to be measured)"
+#define TC_SMALL_WHY "fewer 128x128 tiles than SMs: 64x64 tiles fill the GPU (to be measured)"
 inline Choice choose(const Problem& p, const DeviceInfo& d) {
   auto pick = [&](const char* name, std::string why) -> Choice {
     const KernelConfig* c = find_config(name);
@@ -174,6 +191,23 @@ inline Choice choose(const Problem& p, const DeviceInfo& d) {
     return Choice{};
   };
   Choice ch;
+
+  // --- tensor cores (tensorcore family, sm_80+): half precision, and fp32 under TF32 ---
+  // Half precision always goes to the tensor cores; fp32 only when the user
+  // allowed TF32 (torch.set_float32_matmul_precision("high"/"medium")), so the
+  // default precision keeps IEEE fp32 on the textbook kernels below.
+  // MEASURED_TC_RULES
+  const bool half = p.dtype == c10::ScalarType::Half || p.dtype == c10::ScalarType::BFloat16;
+  const bool tf32 = p.dtype == c10::ScalarType::Float && p.allow_tf32;
+  if (half || tf32) {
+    const int64_t tiles128 = ((p.M + 127) / 128) * ((p.N + 127) / 128);
+    if (tiles128 >= d.num_sms) {
+      ch = pick(half ? "tensorcore_128x128x32" : "tensorcore_tf32_128x128x16", TC_BIG_WHY);
+      if (ch.cfg) return ch;
+    }
+    ch = pick(half ? "tensorcore_64x64x32" : "tensorcore_tf32_64x64x16", TC_SMALL_WHY);
+    if (ch.cfg) return ch;
+  }
 
   // --- textbook kernels (naive / tiled / padded), every dtype --------------
   // Measured on an NVIDIA H200 (benchmarks/ab.py --kernels all, fp32 and bf16,

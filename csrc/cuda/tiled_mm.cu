@@ -39,6 +39,7 @@ void launch(const KernelConfig& cfg, const GemmProblem& p, cudaStream_t stream) 
     case Family::Naive: return launch_naive(index, p, stream);
     case Family::Tiled: return launch_tiled(index, p, stream);
     case Family::Padded: return launch_padded(index, p, stream);
+    case Family::TensorCore: return launch_tensorcore(index, p, stream);
   }
   TORCH_CHECK(false, "tilelab: no launcher for family of ", cfg.name);
 }
