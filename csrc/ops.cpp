@@ -47,7 +47,8 @@ std::string kernel_table_json() {
       os << (first ? "" : ", ") << "\"" << dtype_str(t) << "\"";
       first = false;
     }
-    os << "], \"summary\": \"" << c.summary << "\"}";
+    os << "], \"tf32\": " << (c.tf32 ? "true" : "false") << ", \"summary\": \"" << c.summary
+       << "\"}";
   }
   os << "]}";
   return os.str();

@@ -2,6 +2,7 @@
 
 GPU tests carry the `gpu` marker and are skipped when torch sees no CUDA device.
 """
+import contextlib
 import os
 
 import pytest
@@ -20,6 +21,9 @@ TOL = {
     torch.float16: 1e-2,
     torch.bfloat16: 1e-2,
 }
+# fp32 on TF32 tensor cores (10-bit mantissa, fp32 accumulation), only under
+# torch.set_float32_matmul_precision("high"): the tensorcore_tf32 rows.
+TOL_TF32 = 2e-3
 DTYPE_ID = {torch.float32: "fp32", torch.float64: "fp64", torch.float16: "fp16", torch.bfloat16: "bf16"}
 
 # (M, N, K). "1x1x4097" is a dot product; "33x31x10007" has K > 10000; 256x128x64
@@ -100,3 +104,32 @@ class Poisoned:
 
     def reused(self, out: torch.Tensor) -> bool:
         return out.data_ptr() == self.ptr
+
+
+def kernel_tol(kernel, dtype) -> float:
+    """The error a config may have for dtype: TF32 rows get the TF32 tolerance for fp32."""
+    return TOL_TF32 if (kernel.tf32 and dtype == torch.float32) else TOL[dtype]
+
+
+def test_dtype(kernel):
+    """A dtype the config runs (fp32 where it can, else its first dtype)."""
+    return torch.float32 if torch.float32 in kernel.dtypes else kernel.dtypes[0]
+
+
+test_dtype.__test__ = False  # a helper, not a test
+
+
+@contextlib.contextmanager
+def precision_for(kernel):
+    """TF32 rows run only under precision "high"; everything else at the current setting."""
+    old = torch.get_float32_matmul_precision()
+    if kernel.tf32:
+        torch.set_float32_matmul_precision("high")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(old)
+
+
+def kernel_by_name(name):
+    return next(k for k in tilelab_torch.kernels("cuda") if k.name == name)

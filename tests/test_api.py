@@ -9,7 +9,7 @@ import torch
 from torch.testing._internal.optests import opcheck
 
 import tilelab_torch
-from conftest import HAS_CUDA, cuda_kernels
+from conftest import HAS_CUDA, cuda_kernels, kernel_by_name, precision_for, test_dtype
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 op = torch.ops.tilelab.tiled_mm
@@ -126,9 +126,11 @@ def test_opcheck(device):
 @pytest.mark.gpu
 @pytest.mark.parametrize("config", [k.name for k in cuda_kernels()])
 def test_opcheck_forced_variant(config):
-    a = torch.randn(17, 9, device="cuda", requires_grad=True)
-    b = torch.randn(9, 13, device="cuda", requires_grad=True)
-    opcheck(op, (a, b), {"variant": config})
+    k = kernel_by_name(config)
+    a = torch.randn(17, 9, device="cuda", dtype=test_dtype(k), requires_grad=True)
+    b = torch.randn(9, 13, device="cuda", dtype=test_dtype(k), requires_grad=True)
+    with precision_for(k):
+        opcheck(op, (a, b), {"variant": config})
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -143,6 +145,8 @@ def test_gradcheck(device):
 # gradcheck needs float64: variants without an fp64 config (the fp32-only blocked family) are out of scope.
 @pytest.mark.parametrize("variant", sorted({k.variant for k in cuda_kernels(torch.float64)}))
 def test_gradcheck_each_variant(variant):
+    if not any(torch.float64 in k.dtypes for k in cuda_kernels() if k.variant == variant):
+        pytest.skip(f"{variant} has no float64 kernel (gradcheck needs float64)")
     a = torch.randn(9, 6, device="cuda", dtype=torch.float64, requires_grad=True)
     b = torch.randn(6, 4, device="cuda", dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda x, y: op(x, y, variant=variant), (a, b))

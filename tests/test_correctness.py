@@ -5,7 +5,8 @@ import torch
 
 import tilelab_torch
 from conftest import (
-    DTYPE_ID, HAS_CUDA, LAYOUTS, SHAPES, TOL, Poisoned, cuda_kernels, fresh_seed, make_operand, rel_err,
+    DTYPE_ID, HAS_CUDA, LAYOUTS, SHAPES, TOL, TOL_TF32, Poisoned, cuda_kernels, fresh_seed, kernel_by_name, kernel_tol,
+    make_operand, precision_for, rel_err, test_dtype,
 )
 
 DTYPES = list(TOL)
@@ -15,14 +16,20 @@ def _shape_id(s):
     return "x".join(map(str, s))
 
 
-def _check(out, a, b, dtype, seed, what):
+def _check(out, a, b, dtype, seed, what, tol=None):
+    tol = TOL[dtype] if tol is None else tol
     M, N = a.shape[0], b.shape[1]
     assert out.shape == (M, N), what
     assert out.dtype == dtype, what
     assert out.is_contiguous(), what
     assert not torch.isnan(out).any(), f"{what}: NaN in output (unwritten element?), seed={seed}"
     err = rel_err(out, a, b)
-    assert err <= TOL[dtype], f"{what}: rel err {err:.3g} > {TOL[dtype]:.1g}, seed={seed}"
+    if tol == TOL_TF32 and out.numel() < 64:
+        # A handful of TF32 dot products: one output's relative error is dominated
+        # by cancellation in the reference (measured 2.1e-3 and 3.8e-3 for 1x1x4097 on
+        # an H200). Judge it by the forward-error bound's scale, || |A| |B| ||.
+        err = float((out.double() - a.double() @ b.double()).norm() / (a.double().abs() @ b.double().abs()).norm())
+    assert err <= tol, f"{what}: rel err {err:.3g} > {tol:.1g}, seed={seed}"
 
 
 # ---------------------------------------------------------------- CUDA kernels
@@ -43,10 +50,12 @@ def test_cuda_kernel(config, dtype, shape, la, lb):
     seed = fresh_seed()
     a = make_operand(M, K, la, dtype, "cuda")
     b = make_operand(K, N, lb, dtype, "cuda")
+    k = kernel_by_name(config)
     poison = Poisoned(M * N, dtype, "cuda")
-    out = tilelab_torch.tiled_mm(a, b, variant=config)
+    with precision_for(k):  # TF32 rows run (and are judged) at precision "high"
+        out = tilelab_torch.tiled_mm(a, b, variant=config)
     assert poison.reused(out), "the poisoned block was not reused: this test could not see unwritten outputs"
-    _check(out, a, b, dtype, seed, f"{config} {dtype} {shape} {la}A {lb}B")
+    _check(out, a, b, dtype, seed, f"{config} {dtype} {shape} {la}A {lb}B", kernel_tol(k, dtype))
 
 
 @pytest.mark.gpu
@@ -70,18 +79,21 @@ def test_cuda_strided_views(config):
     """Sliced views (offset storage, padded leading dimension), general strides
     (one contiguous copy) and a broadcast (stride-0) operand."""
     seed = fresh_seed()
-    base = torch.randn(130, 140, device="cuda")
+    k = kernel_by_name(config)
+    dt = test_dtype(k)
+    base = torch.randn(130, 140, device="cuda", dtype=dt)
     cases = {
         # row-major A and column-major B, both with an offset and a padded leading dimension
-        "slice": (base[1:, 1:][:, :67], torch.randn(34, 68, device="cuda")[1:, 1:].t()),
-        "step": (base[::2, ::3], torch.randn(47, 29, device="cuda")),
-        "broadcast": (base[:9, :47], torch.randn(1, 29, device="cuda").expand(47, 29)),
+        "slice": (base[1:, 1:][:, :67], torch.randn(34, 68, device="cuda", dtype=dt)[1:, 1:].t()),
+        "step": (base[::2, ::3], torch.randn(47, 29, device="cuda", dtype=dt)),
+        "broadcast": (base[:9, :47], torch.randn(1, 29, device="cuda", dtype=dt).expand(47, 29)),
     }
     for name, (a, b) in cases.items():
         if a.shape[1] != b.shape[0]:
-            b = torch.randn(a.shape[1], 21, device="cuda")
-        out = tilelab_torch.tiled_mm(a, b, variant=config)
-        _check(out, a, b, torch.float32, seed, f"{config} {name}")
+            b = torch.randn(a.shape[1], 21, device="cuda", dtype=dt)
+        with precision_for(k):
+            out = tilelab_torch.tiled_mm(a, b, variant=config)
+        _check(out, a, b, dt, seed, f"{config} {name}", kernel_tol(k, dt))
 
 
 @pytest.mark.gpu
@@ -171,11 +183,13 @@ def test_nan_inf_propagate_like_torch_mm(device):
 @pytest.mark.gpu
 @pytest.mark.parametrize("config", [k.name for k in cuda_kernels()])
 def test_cuda_nan_inf_every_config(config):
-    a = torch.randn(40, 50, device="cuda")
-    b = torch.randn(50, 37, device="cuda")
+    k = kernel_by_name(config)
+    a = torch.randn(40, 50, device="cuda", dtype=test_dtype(k))
+    b = torch.randn(50, 37, device="cuda", dtype=test_dtype(k))
     a[3, 4] = float("nan")
     b[5, 6] = float("inf")
-    out = tilelab_torch.tiled_mm(a, b, variant=config)
+    with precision_for(k):
+        out = tilelab_torch.tiled_mm(a, b, variant=config)
     ref = a.double() @ b.double()
     assert torch.equal(torch.isnan(out), torch.isnan(ref))
     assert torch.equal(torch.isinf(out), torch.isinf(ref))

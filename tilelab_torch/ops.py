@@ -98,6 +98,9 @@ class KernelInfo:
     dtypes: tuple  #: supported dtypes
     compiled: bool  #: whether this build contains the kernel
     summary: str
+    #: fp32 runs on TF32 tensor cores: usable only under
+    #: ``torch.set_float32_matmul_precision("high")`` (or ``"medium"``)
+    tf32: bool = False
 
 
 @functools.lru_cache(maxsize=None)
@@ -118,7 +121,7 @@ def _kernels() -> tuple:
             name=c["name"], variant=c["variant"], family=c["family"], tile=c["tile"], device="cuda",
             block=(c["bm"], c["bn"], c["bk"]), threads=c["threads"], pad=c["pad"], min_sm=c["min_sm"],
             dtypes=tuple(getattr(torch, d.split(".")[1]) for d in c["dtypes"]),
-            compiled=table["built_with_cuda"], summary=c["summary"],
+            compiled=table["built_with_cuda"], summary=c["summary"], tf32=bool(c.get("tf32", False)),
         )
         for c in table["configs"]
     ]

@@ -24,7 +24,7 @@
 
 namespace tilelab {
 
-enum class Family : int { Naive, Tiled, Padded, Blocked };
+enum class Family : int { Naive, Tiled, Padded, Blocked, TensorCore };
 
 inline const char* family_name(Family f) {
   switch (f) {
@@ -32,6 +32,7 @@ inline const char* family_name(Family f) {
     case Family::Tiled: return "tiled";
     case Family::Padded: return "padded";
     case Family::Blocked: return "blocked";
+    case Family::TensorCore: return "tensorcore";
   }
   return "?";
 }
@@ -66,6 +67,10 @@ struct KernelConfig {
   unsigned dtypes;      // DtypeBits
   int min_sm;           // lowest compute capability (major*10 + minor)
   const char* summary;
+  // Runs fp32 inputs on TF32 tensor cores (10-bit mantissa): only allowed when
+  // torch.get_float32_matmul_precision() is "high" or "medium" (Problem.allow_tf32).
+  // Last member with a default so that rows without it stay valid.
+  bool tf32 = false;
 };
 
 // clang-format off
@@ -89,6 +94,12 @@ inline constexpr KernelConfig kConfigs[] = {
   {"blocked_128x128x8",       "blocked",      Family::Blocked,128,128,128, 8,  256, 4, kF32,     80, "register-blocked 8x8 per thread, warp-tiled, float4 + 3-stage cp.async, A k-major kPad=4"},
   {"blocked_k16_64x64x16",    "blocked_k16",  Family::Blocked, 64, 64, 64,16,  128, 4, kF32,     80, "register-blocked 8x4 per thread, warp-tiled, BK=16, float4 + 3-stage cp.async, A k-major kPad=4"},
   {"blocked_wide_128x256x8",  "blocked_wide", Family::Blocked,256,128,256, 8,  256, 4, kF32,     80, "register-blocked 8x16 per thread, 128x256 block tile, 3-stage cp.async"},
+  // tensorcore: mma.sync, 4-stage cp.async pipeline, ldmatrix; 8 warps (2x4) for 128x128, 4 warps (2x2) for 64x64.
+  // bk is 64 bytes of K per stage: 32 half elements or 16 fp32 (TF32) elements.
+  {"tensorcore_128x128x32",   "tensorcore",   Family::TensorCore, 128, 128, 128, 32, 256, 8, kF16 | kBF16, 80, "mma.sync m16n8k16 (fp32 acc), 4-stage cp.async + ldmatrix, 64x32 warp tiles, boundary-safe"},
+  {"tensorcore_64x64x32",     "tensorcore",   Family::TensorCore,  64,  64,  64, 32, 128, 8, kF16 | kBF16, 80, "mma.sync m16n8k16 (fp32 acc), 4-stage cp.async + ldmatrix, 32x32 warp tiles, boundary-safe"},
+  {"tensorcore_tf32_128x128x16", "tensorcore_tf32", Family::TensorCore, 128, 128, 128, 16, 256, 4, kF32, 80, "TF32 mma.sync m16n8k8 (needs precision 'high'), 4-stage cp.async, 64x32 warp tiles", true},
+  {"tensorcore_tf32_64x64x16",   "tensorcore_tf32", Family::TensorCore,  64,  64,  64, 16, 128, 4, kF32, 80, "TF32 mma.sync m16n8k8 (needs precision 'high'), 4-stage cp.async, 32x32 warp tiles", true},
 };
 // clang-format on
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
@@ -145,6 +156,10 @@ inline std::string unsupported_reason(const KernelConfig& c, const Problem& p, c
   } else if (d.sm < c.min_sm) {
     os << c.name << " needs compute capability " << c.min_sm / 10 << "." << c.min_sm % 10
        << " but cuda:" << d.index << " is " << d.sm / 10 << "." << d.sm % 10;
+  } else if (c.tf32 && !p.allow_tf32) {
+    os << c.name << " computes in TF32 (10-bit mantissa), which fp32 inputs may only use when "
+       << "TF32 is allowed: call torch.set_float32_matmul_precision(\"high\") (or \"medium\") "
+       << "first; the current precision is \"highest\" (IEEE fp32)";
   }
   return os.str();
 }
@@ -183,6 +198,36 @@ inline Choice choose(const Problem& p, const DeviceInfo& d) {
     return Choice{};
   };
   Choice ch;
+
+  // --- tensor cores (tensorcore family, sm_80+): half precision, and fp32 under TF32 ---
+  // Half precision always goes to the tensor cores; fp32 only when the user
+  // allowed TF32 (torch.set_float32_matmul_precision("high"/"medium")), so the
+  // default precision keeps IEEE fp32 on the textbook kernels below.
+  // Measured on an NVIDIA H200 (benchmarks/ab.py, tensorcore rows, row-major;
+  // benchmarks/results/h200-2026-11-21/tensorcore/run1/):
+  //  - at least one 128x128 tile per SM: 128x128 (8 warps of 64x32) wins, fewer
+  //    global loads per MMA: bf16 4096^3 0.769 vs 0.901 ms, 2048^3 0.105 vs 0.133,
+  //    8192^3 5.93 vs 7.52, 4095^3 2.01 vs 3.05; TF32 4096^3 1.30 vs 1.84 ms.
+  //  - fewer 128x128 tiles than SMs: 64x64 (4 warps of 32x32) fills more SMs:
+  //    bf16 1000^3 0.025 vs 0.032 ms, 128x4096x4096 0.063 vs 0.099, 8x4096x4096
+  //    0.062 vs 0.098; TF32 1000^3 0.040 vs 0.056 ms.
+  const bool half = p.dtype == c10::ScalarType::Half || p.dtype == c10::ScalarType::BFloat16;
+  const bool tf32 = p.dtype == c10::ScalarType::Float && p.allow_tf32;
+  if (half || tf32) {
+    const int64_t tiles128 = ((p.M + 127) / 128) * ((p.N + 127) / 128);
+    if (tiles128 >= d.num_sms) {
+      ch = pick(half ? "tensorcore_128x128x32" : "tensorcore_tf32_128x128x16",
+                "tensor cores, at least one 128x128 tile per SM: the 128x128 tile needs fewer "
+                "loads per MMA (measured bf16 4096^3 0.769 vs 0.901 ms, TF32 4096^3 1.30 vs 1.84 ms "
+                "against 64x64 on an H200)");
+      if (ch.cfg) return ch;
+    }
+    ch = pick(half ? "tensorcore_64x64x32" : "tensorcore_tf32_64x64x16",
+              "tensor cores, fewer 128x128 tiles than SMs: 64x64 tiles fill more SMs (measured "
+              "bf16 1000^3 0.025 vs 0.032 ms, 128x4096x4096 0.063 vs 0.099 ms, TF32 1000^3 0.040 "
+              "vs 0.056 ms against 128x128 on an H200)");
+    if (ch.cfg) return ch;
+  }
 
   // --- fp32: the blocked (register-tiled, cp.async-pipelined) kernels -----
   // BLOCKED_RULES_BEGIN
@@ -282,12 +327,15 @@ inline Choice select_kernel(const Problem& p, const DeviceInfo& d,
                 " (or a config name from tilelab_torch.kernels())");
     if (!tile.has_value()) {
       // The variant without a tile: the largest of its tiles that runs here.
-      for (const auto& row : kConfigs)
-        if (v == row.variant && unsupported_reason(row, p, d).empty() &&
-            (c == nullptr || row.tile > c->tile))
-          c = &row;
+      std::string why_not;  // the reason of the variant's last row, if none runs
+      for (const auto& row : kConfigs) {
+        if (v != row.variant) continue;
+        const std::string r = unsupported_reason(row, p, d);
+        if (r.empty() && (c == nullptr || row.tile > c->tile)) c = &row;
+        if (!r.empty()) why_not = r;
+      }
       TORCH_CHECK(c != nullptr, "tilelab: no config of variant '", v, "' runs ",
-                  dtype_str(p.dtype), " on cuda:", d.index, " (", d.name, ")");
+                  dtype_str(p.dtype), " on cuda:", d.index, " (", d.name, "): ", why_not);
       return Choice{c, "user override: variant='" + v + "', largest tile that runs here"};
     }
     for (const auto& row : kConfigs)

@@ -19,6 +19,7 @@ void launch_naive(int config_index, const GemmProblem& p, cudaStream_t stream);
 void launch_tiled(int config_index, const GemmProblem& p, cudaStream_t stream);
 void launch_padded(int config_index, const GemmProblem& p, cudaStream_t stream);
 void launch_blocked(int config_index, const GemmProblem& p, cudaStream_t stream);
+void launch_tensorcore(int config_index, const GemmProblem& p, cudaStream_t stream);
 
 namespace detail {
 template <Family F, int I, typename Fn>

@@ -40,6 +40,7 @@ void launch(const KernelConfig& cfg, const GemmProblem& p, cudaStream_t stream) 
     case Family::Tiled: return launch_tiled(index, p, stream);
     case Family::Padded: return launch_padded(index, p, stream);
     case Family::Blocked: return launch_blocked(index, p, stream);
+    case Family::TensorCore: return launch_tensorcore(index, p, stream);
   }
   TORCH_CHECK(false, "tilelab: no launcher for family of ", cfg.name);
 }

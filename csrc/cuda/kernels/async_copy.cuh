@@ -1,0 +1,41 @@
+#pragma once
+// cp.async (sm_80+) helpers: global -> shared copies that bypass registers, in
+// groups the pipeline can wait on. Every copy takes a source size (bytes that
+// are really read, 0..cp-size); the rest of the destination is zero-filled,
+// which is how out-of-range rows and the K tail become zeros without a branch
+// around the copy. A source of size 0 reads nothing, but the address must
+// still be a valid global pointer: callers pass the operand's base.
+#include <cstdint>
+
+namespace tilelab {
+namespace async_copy {
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes, L2 only (.cg): the operand tiles are reused from shared memory, not L1.
+__device__ __forceinline__ void cp16(void* dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(src_bytes));
+}
+// 8 and 4 bytes (only .ca exists for these sizes).
+__device__ __forceinline__ void cp8(void* dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(src_bytes));
+}
+__device__ __forceinline__ void cp4(void* dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(src_bytes));
+}
+
+__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+// Wait until at most N committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+}  // namespace async_copy
+}  // namespace tilelab
