@@ -1,6 +1,7 @@
 // Every schema of the tilelab library, in one place. Backends register only
-// implementations: csrc/cpu/tiled_mm_cpu.cpp (CPU) and csrc/cuda/tiled_mm.cu
-// (CUDA); the fake (meta) and autograd rules live in tilelab_torch/ops.py.
+// implementations: csrc/cpu/tiled_mm_cpu.cpp and batched_cpu.cpp (CPU),
+// csrc/cuda/tiled_mm.cu and batched.cu (CUDA), csrc/autocast.cpp (autocast);
+// the fake (meta) and autograd rules live in tilelab_torch/ops.py and batched.py.
 #include <Python.h>
 #include <torch/library.h>
 
@@ -58,6 +59,10 @@ std::string kernel_table_json() {
 
 TORCH_LIBRARY(tilelab, m) {
   m.def("tiled_mm(Tensor a, Tensor b, *, str? variant=None, int? tile=None) -> Tensor");
+  // B x M x K @ B x K x N, the batch as the kernels' grid z (csrc/cuda/batched.cu).
+  m.def("tiled_bmm(Tensor a, Tensor b, *, str? variant=None, int? tile=None) -> Tensor");
+  // a @ b + bias, bias broadcast to (M, N) like torch.addmm, added in the epilogue.
+  m.def("tiled_addmm(Tensor bias, Tensor a, Tensor b, *, str? variant=None, int? tile=None) -> Tensor");
   // Which kernel tiled_mm would run for these inputs, and why (JSON).
   m.def("_explain(Tensor a, Tensor b, *, str? variant=None, int? tile=None) -> str");
   // The config table (JSON); no tensors, so one implementation for all backends.

@@ -10,10 +10,10 @@
 
 #include "../checks.h"
 #include "configs.h"
+#include "host.h"
 #include "launch.h"
 
 namespace tilelab {
-namespace {
 
 const DeviceInfo& device_info(int index) {
   static std::mutex mu;
@@ -44,6 +44,8 @@ void launch(const KernelConfig& cfg, const GemmProblem& p, cudaStream_t stream) 
   }
   TORCH_CHECK(false, "tilelab: no launcher for family of ", cfg.name);
 }
+
+namespace {
 
 struct Prepared {
   Operand a, b;

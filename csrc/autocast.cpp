@@ -1,0 +1,63 @@
+// Autocast rules for the matmul ops, the same as torch.mm's ("lower precision
+// fp" policy): under torch.autocast every floating input on the autocast
+// device (except float64) is cast to the autocast dtype (at::autocast's cast
+// cache included), then the op runs with autocast excluded.
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/library.h>
+
+namespace tilelab {
+namespace {
+
+using Opt = std::optional<c10::string_view>;
+using OptInt = std::optional<int64_t>;
+
+template <c10::DeviceType D>
+at::Tensor cast(const at::Tensor& t) {
+  return at::autocast::cached_cast(at::autocast::get_lower_precision_fp_from_device_type(D), t, D);
+}
+
+template <c10::DeviceType D>
+at::Tensor mm_autocast(const at::Tensor& a, const at::Tensor& b, Opt variant, OptInt tile) {
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(at::autocast::get_autocast_dispatch_key_from_device_type(D));
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("tilelab::tiled_mm", "")
+                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, Opt, OptInt)>();
+  return op.call(cast<D>(a), cast<D>(b), variant, tile);
+}
+
+template <c10::DeviceType D>
+at::Tensor bmm_autocast(const at::Tensor& a, const at::Tensor& b, Opt variant, OptInt tile) {
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(at::autocast::get_autocast_dispatch_key_from_device_type(D));
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("tilelab::tiled_bmm", "")
+                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, Opt, OptInt)>();
+  return op.call(cast<D>(a), cast<D>(b), variant, tile);
+}
+
+template <c10::DeviceType D>
+at::Tensor addmm_autocast(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b, Opt variant,
+                          OptInt tile) {
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(at::autocast::get_autocast_dispatch_key_from_device_type(D));
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("tilelab::tiled_addmm", "")
+                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, Opt, OptInt)>();
+  return op.call(cast<D>(bias), cast<D>(a), cast<D>(b), variant, tile);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(tilelab, AutocastCUDA, m) {
+  m.impl("tiled_mm", &mm_autocast<c10::DeviceType::CUDA>);
+  m.impl("tiled_bmm", &bmm_autocast<c10::DeviceType::CUDA>);
+  m.impl("tiled_addmm", &addmm_autocast<c10::DeviceType::CUDA>);
+}
+
+TORCH_LIBRARY_IMPL(tilelab, AutocastCPU, m) {
+  m.impl("tiled_mm", &mm_autocast<c10::DeviceType::CPU>);
+  m.impl("tiled_bmm", &bmm_autocast<c10::DeviceType::CPU>);
+  m.impl("tiled_addmm", &addmm_autocast<c10::DeviceType::CPU>);
+}
+
+}  // namespace tilelab
