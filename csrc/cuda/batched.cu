@@ -20,13 +20,6 @@ namespace {
 // CUDA's limit on gridDim.z: larger batches run in chunks of this many.
 constexpr int64_t kMaxGridZ = 65535;
 
-Choice choose_for(const Problem& pr, int device, std::optional<c10::string_view> variant,
-                  std::optional<int64_t> tile) {
-  std::optional<std::string_view> v;
-  if (variant.has_value()) v = std::string_view(variant->data(), variant->size());
-  return select_kernel(pr, device_info(device), v, tile);
-}
-
 at::Tensor tiled_bmm_cuda(const at::Tensor& a, const at::Tensor& b,
                           std::optional<c10::string_view> variant, std::optional<int64_t> tile) {
   check_bmm_inputs(a, b);
@@ -34,14 +27,7 @@ at::Tensor tiled_bmm_cuda(const at::Tensor& a, const at::Tensor& b,
   const int64_t B = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
   at::Tensor out = at::empty({B, M, N}, a.options());
   const BatchedOperand A = as_batched_operand(a), Bo = as_batched_operand(b);
-  Problem pr;
-  pr.M = M;
-  pr.N = N;
-  pr.K = K;
-  pr.dtype = a.scalar_type();
-  pr.a_row_major = A.row_major;
-  pr.b_row_major = Bo.row_major;
-  pr.allow_tf32 = at::globalContext().allowTF32CuBLAS();
+  const Problem pr = make_problem(M, N, K, a.scalar_type(), A.row_major, Bo.row_major);
   // Validate an override even when there is nothing to compute.
   const Choice choice = choose_for(pr, a.get_device(), variant, tile);
   if (B == 0 || M == 0 || N == 0) return out;
@@ -81,14 +67,7 @@ at::Tensor tiled_addmm_cuda(const at::Tensor& bias, const at::Tensor& a, const a
   const c10::cuda::CUDAGuard guard(a.device());
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
   const Operand A = as_operand(a), Bo = as_operand(b);
-  Problem pr;
-  pr.M = M;
-  pr.N = N;
-  pr.K = K;
-  pr.dtype = a.scalar_type();
-  pr.a_row_major = A.row_major;
-  pr.b_row_major = Bo.row_major;
-  pr.allow_tf32 = at::globalContext().allowTF32CuBLAS();
+  const Problem pr = make_problem(M, N, K, a.scalar_type(), A.row_major, Bo.row_major);
   const Choice choice = choose_for(pr, a.get_device(), variant, tile);
   at::Tensor out = at::empty({M, N}, a.options());
   if (M == 0 || N == 0) return out;

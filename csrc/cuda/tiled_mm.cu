@@ -45,6 +45,26 @@ void launch(const KernelConfig& cfg, const GemmProblem& p, cudaStream_t stream) 
   TORCH_CHECK(false, "tilelab: no launcher for family of ", cfg.name);
 }
 
+Problem make_problem(int64_t M, int64_t N, int64_t K, c10::ScalarType dtype, bool a_row_major,
+                     bool b_row_major) {
+  Problem pr;
+  pr.M = M;
+  pr.N = N;
+  pr.K = K;
+  pr.dtype = dtype;
+  pr.a_row_major = a_row_major;
+  pr.b_row_major = b_row_major;
+  pr.allow_tf32 = at::globalContext().allowTF32CuBLAS();
+  return pr;
+}
+
+Choice choose_for(const Problem& pr, int device, std::optional<c10::string_view> variant,
+                  std::optional<int64_t> tile) {
+  std::optional<std::string_view> v;
+  if (variant.has_value()) v = std::string_view(variant->data(), variant->size());
+  return select_kernel(pr, device_info(device), v, tile);
+}
+
 namespace {
 
 struct Prepared {
@@ -57,16 +77,9 @@ struct Prepared {
 Prepared prepare(const at::Tensor& a, const at::Tensor& b, std::optional<c10::string_view> variant,
                  std::optional<int64_t> tile) {
   Prepared r{as_operand(a), as_operand(b), {}, {}};
-  r.problem.M = a.size(0);
-  r.problem.N = b.size(1);
-  r.problem.K = a.size(1);
-  r.problem.dtype = a.scalar_type();
-  r.problem.a_row_major = r.a.row_major;
-  r.problem.b_row_major = r.b.row_major;
-  r.problem.allow_tf32 = at::globalContext().allowTF32CuBLAS();
-  std::optional<std::string_view> v;
-  if (variant.has_value()) v = std::string_view(variant->data(), variant->size());
-  r.choice = select_kernel(r.problem, device_info(a.get_device()), v, tile);
+  r.problem = make_problem(a.size(0), b.size(1), a.size(1), a.scalar_type(), r.a.row_major,
+                           r.b.row_major);
+  r.choice = choose_for(r.problem, a.get_device(), variant, tile);
   return r;
 }
 
