@@ -96,7 +96,6 @@ inline constexpr KernelConfig kConfigs[] = {
   {"blocked_wide_128x256x8",  "blocked_wide", Family::Blocked,256,128,256, 8,  256, 4, kF32,     80, "register-blocked 8x16 per thread, 128x256 block tile, 3-stage cp.async"},
   {"blocked_wide_128x256x16", "blocked_wide", Family::Blocked,256,128,256,16,  256, 4, kF32,     80, "register-blocked 8x16 per thread, 128x256 block tile, BK=16, 3-stage cp.async"},
   {"blocked_wide_128x128x16", "blocked_wide", Family::Blocked,128,128,128,16,  128, 4, kF32,     80, "register-blocked 8x16 per thread, 128x128 tile of 4 warps, 2 blocks/SM, BK=16, 3-stage cp.async"},
-  {"blocked_k16_128x128x16",  "blocked_k16",  Family::Blocked,128,128,128,16,  256, 4, kF32,     80, "register-blocked 8x8 per thread, warp-tiled, BK=16, float4 + 3-stage cp.async, A k-major kPad=4"},
   // tensorcore: mma.sync, 4-stage cp.async pipeline, ldmatrix; 8 warps (2x4) for 128x128, 4 warps (2x2) for 64x64.
   // bk is 64 bytes of K per stage: 32 half elements or 16 fp32 (TF32) elements.
   {"tensorcore_128x128x32",   "tensorcore",   Family::TensorCore, 128, 128, 128, 32, 256, 8, kF16 | kBF16, 80, "mma.sync m16n8k16 (fp32 acc), 4-stage cp.async + ldmatrix, 64x32 warp tiles, boundary-safe"},
