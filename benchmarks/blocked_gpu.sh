@@ -2,7 +2,7 @@
 # One device call for the blocked family (issue 4): build with ptxas -v, the
 # blocked/auto tests, compute-sanitizer memcheck + racecheck on small odd
 # shapes, and the fp32 A/B over the default sweep. Logs under $OUT.
-#   STEPS="build test sanitize ab"   AB_KERNELS="auto blocked_128x128x8 ..."
+#   STEPS="build test sanitize ab"   AB_KERNELS="auto blocked_wide_128x256x16 ..."
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"
 STEPS=${STEPS:-build test sanitize ab}

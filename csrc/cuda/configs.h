@@ -86,14 +86,15 @@ inline constexpr KernelConfig kConfigs[] = {
   {"padded_32x32x32",         "padded",       Family::Padded, 32, 32, 32, 32, 1024, 1, kAllFloat, 0, "tiled, A tile stored k-major, rows padded by kPad=1 against bank conflicts"},
   {"padded_nopad_16x16x16",   "padded_nopad", Family::Padded, 16, 16, 16, 16,  256, 0, kAllFloat, 0, "the padded kernel with kPad=0: the bank-conflict baseline"},
   {"padded_nopad_32x32x32",   "padded_nopad", Family::Padded, 32, 32, 32, 32, 1024, 0, kAllFloat, 0, "the padded kernel with kPad=0: the bank-conflict baseline"},
-  // blocked: 8 x TN register tile per thread (TN = bm*bn / (threads*8)), warp tile 32 x 8*TN, 3-stage cp.async.
-  // Shipped: the winners of the H200 sweep in benchmarks/results/h200-2026-11-21/blocked/ (run 2); the
-  // candidates measured there and dropped, each dominated on every shape: blocked_64x64x8 (by k16_64),
-  // blocked_k16_128x128x16 (ties 128x128x8: 4.848 vs 4.846 ms at 4096^3), blocked_wide_128x128x8
-  // (4.907 ms at 4096^3, 128 threads/block).
-  {"blocked_128x128x8",       "blocked",      Family::Blocked,128,128,128, 8,  256, 4, kF32,     80, "register-blocked 8x8 per thread, warp-tiled, float4 + 3-stage cp.async, A k-major kPad=4"},
+  // blocked: 8 x TN register tile per thread (TN = bm*bn / (threads*8)), warp tile 32 x 8*TN, 3-stage cp.async,
+  // copy code fixed per operand layout at compile time (3 x 3 instantiations per row).
+  // Shipped: the winners of the H200 sweep in benchmarks/results/h200-2026-11-21/blocked/run3/; measured there
+  // and dropped, each slower than one of the two shipped rows on every shape of that sweep:
+  // blocked_128x128x8 (8x8, 256 thr: 3.765 ms at 4096^3, 5.026 at 4097^3 vs 4.733 for k16_64x64x16),
+  // blocked_wide_128x256x8 (BK=8: 3.562 vs 3.112 ms at 4096^3), blocked_wide_128x128x16 (8x16 in
+  // 128-thread blocks, 2 blocks/SM: 3.386 ms at 4096^3, 4.911 at 4095^3).
   {"blocked_k16_64x64x16",    "blocked_k16",  Family::Blocked, 64, 64, 64,16,  128, 4, kF32,     80, "register-blocked 8x4 per thread, warp-tiled, BK=16, float4 + 3-stage cp.async, A k-major kPad=4"},
-  {"blocked_wide_128x256x8",  "blocked_wide", Family::Blocked,256,128,256, 8,  256, 4, kF32,     80, "register-blocked 8x16 per thread, 128x256 block tile, 3-stage cp.async"},
+  {"blocked_wide_128x256x16", "blocked_wide", Family::Blocked,256,128,256,16,  256, 4, kF32,     80, "register-blocked 8x16 per thread, 128x256 block tile, BK=16, 3-stage cp.async"},
   // tensorcore: mma.sync, 4-stage cp.async pipeline, ldmatrix; 8 warps (2x4) for 128x128, 4 warps (2x2) for 64x64.
   // bk is 64 bytes of K per stage: 32 half elements or 16 fp32 (TF32) elements.
   {"tensorcore_128x128x32",   "tensorcore",   Family::TensorCore, 128, 128, 128, 32, 256, 8, kF16 | kBF16, 80, "mma.sync m16n8k16 (fp32 acc), 4-stage cp.async + ldmatrix, 64x32 warp tiles, boundary-safe"},
@@ -232,41 +233,34 @@ inline Choice choose(const Problem& p, const DeviceInfo& d) {
   // --- fp32: the blocked (register-tiled, cp.async-pipelined) kernels -----
   // BLOCKED_RULES_BEGIN
   // Measured on an NVIDIA H200 (benchmarks/ab.py --dtypes fp32, full fp32
-  // precision; benchmarks/results/h200-2026-11-21/blocked/run2_ab.txt), ms:
-  //   shape            wide_128x256x8  128x128x8  k16_64x64x16  cuBLAS
-  //   8192^3               34.471        38.324      45.813     21.513
-  //   4096^3                4.319         4.846       5.935      2.692
-  //   4095^3                5.209         5.490       7.402      2.847
-  //   4097^3                6.463         6.186       7.568      3.116
-  //   4096x11008x4096      11.865        12.636      15.484      7.402
-  //   2048^3                0.548         0.616       0.777      0.343
-  //   1024^3                0.277         0.190       0.123      0.065
-  //   1000^3                0.270         0.187       0.121      0.064
-  //   128x4096x4096         1.083         0.743       0.352      0.097
-  //   8x4096x4096           1.030         0.672       0.317      0.047
-  // The dispatcher's pick is the fastest tilelab kernel on every shape of
-  // the default sweep. blocked_* is fp32 only: other dtypes fall through.
+  // precision; benchmarks/results/h200-2026-11-21/blocked/run3/ab.txt), ms:
+  //   shape            wide_128x256x16  k16_64x64x16  cuBLAS
+  //   8192^3               24.577         32.174      21.496
+  //   4096^3                3.112          3.864       2.696
+  //   4095^3                3.943          4.584       2.849
+  //   4097^3                4.880          4.733       3.115
+  //   4096x11008x4096       8.516         10.334       7.401
+  //   2048^3                0.391          0.501       0.343
+  //   1024^3                0.198          0.072       0.065
+  //   1000^3                0.196          0.069       0.064
+  //   128x4096x4096         0.764          0.162       0.098
+  //   8x4096x4096           0.760          0.147       0.047
+  // blocked_* is fp32 only: other dtypes fall through.
   if (p.dtype == c10::ScalarType::Float) {
     const int64_t tiles_wide = ((p.M + 127) / 128) * ((p.N + 255) / 256);
     const int64_t n_tail = p.N % 256;
     if (4 * tiles_wide >= 3 * d.num_sms && (n_tail == 0 || n_tail > 128)) {
-      ch = pick("blocked_wide_128x256x8",
+      ch = pick("blocked_wide_128x256x16",
                 "fp32, >= 3/4 of a 128x256 tile per SM and no mostly-empty last column of tiles: the "
-                "8x16 thread tile halves shared loads per FMA (H200: 4.319 vs 4.846 ms at 4096^3, "
-                "34.47 vs 38.32 ms at 8192^3, 0.548 vs 0.616 ms at 2048^3 against blocked_128x128x8)");
-      if (ch.cfg) return ch;
-    }
-    const int64_t tiles128 = ((p.M + 127) / 128) * ((p.N + 127) / 128);
-    if (tiles128 >= d.num_sms) {
-      ch = pick("blocked_128x128x8",
-                "fp32, >= one 128x128 tile per SM, 128x256 tiles too few or a ragged N edge (H200: "
-                "6.186 vs 6.463 ms for blocked_wide at 4097^3, 7.568 ms for blocked_k16_64x64x16)");
+                "8x16 thread tile with BK=16 (H200: 3.112 vs 3.864 ms at 4096^3, 24.58 vs 32.17 ms at "
+                "8192^3, 0.391 vs 0.501 ms at 2048^3, 3.943 vs 4.584 ms at 4095^3 against "
+                "blocked_k16_64x64x16)");
       if (ch.cfg) return ch;
     }
     ch = pick("blocked_k16_64x64x16",
-              "fp32 with fewer 128x128 tiles than SMs: 64x64 tiles fill the SMs (H200: 0.123 vs 0.190 "
-              "ms at 1024^3, 0.121 vs 0.187 at 1000^3, 0.317 vs 0.672 at 8x4096x4096 against "
-              "blocked_128x128x8; BK=16 beats BK=8 by 8-14% on all these)");
+              "fp32 with few 128x256 tiles or a ragged N edge: 64x64 tiles fill the SMs (H200: 0.072 vs "
+              "0.198 ms at 1024^3, 0.069 vs 0.196 at 1000^3, 0.147 vs 0.760 at 8x4096x4096, 4.733 vs "
+              "4.880 at 4097^3 against blocked_wide_128x256x16)");
     if (ch.cfg) return ch;
   }
   // BLOCKED_RULES_END

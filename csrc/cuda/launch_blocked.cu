@@ -1,5 +1,7 @@
-// Instantiates the blocked family: each table row x {kVecA, kVecB}, fp32 only.
+// Instantiates the blocked family: each table row x 3 copy modes of A x 3 of B, fp32 only.
 #include <c10/cuda/CUDAException.h>
+
+#include <type_traits>
 
 #include "kernels/blocked.cuh"
 #include "launch.h"
@@ -14,11 +16,26 @@ constexpr int kBlockedTM = 8;
 constexpr int kBlockedStages = 3;
 constexpr int blocked_tn(const KernelConfig& c) { return c.bm * c.bn / (c.threads * kBlockedTM); }
 
-// 16-byte copies need the unit stride along m (A) / n (B), a 16-byte aligned
-// base and leading (and batch) strides that are multiples of 4 floats.
-bool vec_ok(const void* ptr, int64_t s_unit, int64_t s_lead, int64_t s_batch, int batch) {
-  return s_unit == 1 && s_lead % 4 == 0 && (batch == 1 || s_batch % 4 == 0) &&
-         (reinterpret_cast<uintptr_t>(ptr) & 15) == 0;
+// The copy mode of one operand (see blocked.cuh). 16-byte copies need the
+// unit stride along m (A) / n (B), a 16-byte aligned base and leading (and
+// batch) strides that are multiples of 4 floats.
+int copy_mode(const void* ptr, int64_t s_c, int64_t s_k, int64_t s_batch, int batch) {
+  using namespace blocked_detail;
+  if (s_c == 1 && s_k % 4 == 0 && (batch == 1 || s_batch % 4 == 0) &&
+      (reinterpret_cast<uintptr_t>(ptr) & 15) == 0)
+    return kCopyVec16;
+  return s_k == 1 && s_c != 1 ? kCopyKFast : kCopyCFast;
+}
+
+// Calls fn(std::integral_constant<int, mode>) for the run-time mode.
+template <typename Fn>
+void with_mode(int mode, Fn&& fn) {
+  using namespace blocked_detail;
+  switch (mode) {
+    case kCopyVec16: fn(std::integral_constant<int, kCopyVec16>{}); break;
+    case kCopyKFast: fn(std::integral_constant<int, kCopyKFast>{}); break;
+    default: fn(std::integral_constant<int, kCopyCFast>{}); break;
+  }
 }
 
 }  // namespace
@@ -32,8 +49,8 @@ void launch_blocked(int config_index, const GemmProblem& p, cudaStream_t stream)
     static_assert(S::kThreads == c.threads, "blocked: the row's thread count must match its warp tiling");
     static_assert(c.pad == 4, "blocked: kPad = 4 (16-byte rows, conflict-free transposed stores)");
     const dim3 grid = grid_for(p, c.bm, c.bn), block(c.threads);
-    const bool va = vec_ok(p.a, p.sa_m, p.sa_k, p.sa_b, p.batch);
-    const bool vb = vec_ok(p.b, p.sb_n, p.sb_k, p.sb_b, p.batch);
+    const int mode_a = copy_mode(p.a, p.sa_m, p.sa_k, p.sa_b, p.batch);
+    const int mode_b = copy_mode(p.b, p.sb_n, p.sb_k, p.sb_b, p.batch);
     const auto args = GemmArgs<float>::from(p);
     auto go = [&](auto kernel) {
       if constexpr (S::kSmemBytes > 48 * 1024) {
@@ -44,10 +61,13 @@ void launch_blocked(int config_index, const GemmProblem& p, cudaStream_t stream)
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     };
     constexpr int BM = c.bm, BN = c.bn, BK = c.bk, P = c.pad, ST = kBlockedStages, TM = kBlockedTM;
-    if (va && vb) go(blocked_kernel<BM, BN, BK, TM, TN, P, ST, true, true>);
-    else if (va) go(blocked_kernel<BM, BN, BK, TM, TN, P, ST, true, false>);
-    else if (vb) go(blocked_kernel<BM, BN, BK, TM, TN, P, ST, false, true>);
-    else go(blocked_kernel<BM, BN, BK, TM, TN, P, ST, false, false>);
+    // 3 x 3 instantiations per row: the copy code of each operand is fixed
+    // at compile time, so the main loop carries only the path it runs.
+    with_mode(mode_a, [&](auto ma) {
+      with_mode(mode_b, [&](auto mb) {
+        go(blocked_kernel<BM, BN, BK, TM, TN, P, ST, decltype(ma)::value, decltype(mb)::value>);
+      });
+    });
   });
   TORCH_CHECK(found, "tilelab: config ", kConfigs[config_index].name, " is not a blocked kernel");
 }
