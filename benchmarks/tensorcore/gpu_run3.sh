@@ -13,6 +13,7 @@ grep -A3 "entry function '_ZN7tilelab17tensorcore" "$OUT/build.log" | grep -E "e
 grep -E "registers|spill" "$OUT/ptxas_tensorcore.txt" | sed 's/.*Used/Used/' | sort | uniq -c | head -20
 if [ "$MODE" = final ]; then
   timeout 90 compute-sanitizer --tool memcheck python3 benchmarks/tensorcore/sanitize_tc.py > "$OUT/memcheck.log" 2>&1; echo "memcheck rc=$?"; tail -2 "$OUT/memcheck.log"
+  timeout 120 compute-sanitizer --tool racecheck python3 benchmarks/tensorcore/sanitize_tc.py > "$OUT/racecheck.log" 2>&1; echo "racecheck rc=$?"; tail -2 "$OUT/racecheck.log"
 fi
 timeout 150 python3 -m pytest -q -p no:cacheprovider -x tests/test_tensorcore.py tests/test_correctness.py tests/test_api.py -k "tensorcore or auto or tf32" > "$OUT/pytest.log" 2>&1; echo "pytest rc=$?"; tail -2 "$OUT/pytest.log"; grep -E "^(FAILED|ERROR)|Error" "$OUT/pytest.log" | head -5
 if [ "$MODE" = profile ]; then
