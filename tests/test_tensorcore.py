@@ -9,10 +9,10 @@ from conftest import TOL, TOL_TF32, Poisoned, fresh_seed, make_operand, rel_err
 pytestmark = pytest.mark.gpu
 
 HALF = [torch.bfloat16, torch.float16]
-HALF_ROWS = ["tensorcore_128x128x32", "tensorcore_64x64x32"]
+HALF_ROWS = ["tensorcore_128x128x32", "tensorcore_128x256x32", "tensorcore_64x64x32"]
 TF32_ROWS = ["tensorcore_tf32_128x128x16", "tensorcore_tf32_64x64x16"]
 LAYOUTS = [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col")]
-# K = 1, 7 (tail inside one k-tile), 4095/4097 (odd rows: element path / narrow copies);
+# K = 1, 7 (tail inside one k-tile), 4095/4097 (odd rows: copied to an aligned buffer first);
 # odd N; a few shapes smaller than one tile.
 SHAPES = [(1, 1, 1), (5, 3, 7), (70, 33, 1), (129, 257, 7), (64, 65, 4095), (65, 127, 4097),
           (200, 131, 96), (256, 256, 4096)]
@@ -76,7 +76,7 @@ def test_tf32_odd_shapes(high, config, shape, la, lb):
 @pytest.mark.parametrize("dtype", HALF + [torch.float32], ids=["bf16", "fp16", "tf32"])
 def test_misaligned_views(high, dtype):
     """Views whose rows start 2 bytes (half) off 16-byte alignment, padded leading
-    dimensions of every residue: each takes a narrower copy or the element path."""
+    dimensions of every residue: each unaligned one is copied to an aligned buffer first."""
     seed = fresh_seed()
     config = "tensorcore_128x128x32" if dtype != torch.float32 else "tensorcore_tf32_128x128x16"
     tol = TOL_TF32 if dtype == torch.float32 else TOL[dtype]

@@ -1,11 +1,12 @@
 """Tiny tensorcore runs for compute-sanitizer (memcheck / racecheck): odd shapes,
-both layouts, aligned (cp.async 16/8/4) and 2-byte-aligned (element path) rows."""
+both layouts, aligned rows (16-byte cp.async in place) and unaligned ones (K or N
+not a multiple of 8 half / 4 fp32: copied to an aligned buffer first)."""
 import torch
 
 import tilelab_torch
 
 torch.set_float32_matmul_precision("high")
-for config, dtype in [("tensorcore_128x128x32", torch.bfloat16), ("tensorcore_64x64x32", torch.float16),
+for config, dtype in [("tensorcore_128x128x32", torch.bfloat16), ("tensorcore_128x256x32", torch.float16), ("tensorcore_64x64x32", torch.float16),
                       ("tensorcore_tf32_128x128x16", torch.float32), ("tensorcore_tf32_64x64x16", torch.float32)]:
     for M, N, K in [(1, 1, 1), (33, 17, 7), (130, 67, 45), (64, 64, 64)]:
         for ta in (False, True):

@@ -95,12 +95,14 @@ inline constexpr KernelConfig kConfigs[] = {
   // 128-thread blocks, 2 blocks/SM: 3.386 ms at 4096^3, 4.911 at 4095^3).
   {"blocked_k16_64x64x16",    "blocked_k16",  Family::Blocked, 64, 64, 64,16,  128, 4, kF32,     80, "register-blocked 8x4 per thread, warp-tiled, BK=16, float4 + 3-stage cp.async, A k-major kPad=4"},
   {"blocked_wide_128x256x16", "blocked_wide", Family::Blocked,256,128,256,16,  256, 4, kF32,     80, "register-blocked 8x16 per thread, 128x256 block tile, BK=16, 3-stage cp.async"},
-  // tensorcore: mma.sync, 4-stage cp.async pipeline, ldmatrix; 8 warps (2x4) for 128x128, 4 warps (2x2) for 64x64.
+  // tensorcore: mma.sync, 4-stage cp.async pipeline (16-byte copies only; unaligned operands are copied
+  // to an aligned buffer first), ldmatrix, register double buffering; 2 x (threads/64) warp grid.
   // bk is 64 bytes of K per stage: 32 half elements or 16 fp32 (TF32) elements.
-  {"tensorcore_128x128x32",   "tensorcore",   Family::TensorCore, 128, 128, 128, 32, 256, 8, kF16 | kBF16, 80, "mma.sync m16n8k16 (fp32 acc), 4-stage cp.async + ldmatrix, 64x32 warp tiles, boundary-safe"},
-  {"tensorcore_64x64x32",     "tensorcore",   Family::TensorCore,  64,  64,  64, 32, 128, 8, kF16 | kBF16, 80, "mma.sync m16n8k16 (fp32 acc), 4-stage cp.async + ldmatrix, 32x32 warp tiles, boundary-safe"},
-  {"tensorcore_tf32_128x128x16", "tensorcore_tf32", Family::TensorCore, 128, 128, 128, 16, 256, 4, kF32, 80, "TF32 mma.sync m16n8k8 (needs precision 'high'), 4-stage cp.async, 64x32 warp tiles", true},
-  {"tensorcore_tf32_64x64x16",   "tensorcore_tf32", Family::TensorCore,  64,  64,  64, 16, 128, 4, kF32, 80, "TF32 mma.sync m16n8k8 (needs precision 'high'), 4-stage cp.async, 32x32 warp tiles", true},
+  {"tensorcore_128x128x32",   "tensorcore",   Family::TensorCore, 128, 128, 128, 32, 128, 8, kF16 | kBF16, 80, "mma.sync m16n8k16 (fp32 acc), 4-stage cp.async + ldmatrix, 4 warps of 64x64, 2 blocks/SM"},
+  {"tensorcore_128x256x32",   "tensorcore",   Family::TensorCore, 256, 128, 256, 32, 256, 8, kF16 | kBF16, 80, "mma.sync m16n8k16 (fp32 acc), 4-stage cp.async + ldmatrix, 8 warps of 64x64"},
+  {"tensorcore_64x64x32",     "tensorcore",   Family::TensorCore,  64,  64,  64, 32, 128, 8, kF16 | kBF16, 80, "mma.sync m16n8k16 (fp32 acc), 4-stage cp.async + ldmatrix, 4 warps of 32x32"},
+  {"tensorcore_tf32_128x128x16", "tensorcore_tf32", Family::TensorCore, 128, 128, 128, 16, 128, 4, kF32, 80, "TF32 mma.sync m16n8k8 (needs precision 'high'), 4-stage cp.async, 4 warps of 64x64", true},
+  {"tensorcore_tf32_64x64x16",   "tensorcore_tf32", Family::TensorCore,  64,  64,  64, 16, 128, 4, kF32, 80, "TF32 mma.sync m16n8k8 (needs precision 'high'), 4-stage cp.async, 4 warps of 32x32", true},
 };
 // clang-format on
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
@@ -204,29 +206,44 @@ inline Choice choose(const Problem& p, const DeviceInfo& d) {
   // Half precision always goes to the tensor cores; fp32 only when the user
   // allowed TF32 (torch.set_float32_matmul_precision("high"/"medium")), so the
   // default precision keeps IEEE fp32 on the textbook kernels below.
-  // Measured on an NVIDIA H200 (benchmarks/ab.py, tensorcore rows, row-major;
-  // benchmarks/results/h200-2026-11-21/tensorcore/run1/):
-  //  - at least one 128x128 tile per SM: 128x128 (8 warps of 64x32) wins, fewer
-  //    global loads per MMA: bf16 4096^3 0.769 vs 0.901 ms, 2048^3 0.105 vs 0.133,
-  //    8192^3 5.93 vs 7.52, 4095^3 2.01 vs 3.05; TF32 4096^3 1.30 vs 1.84 ms.
-  //  - fewer 128x128 tiles than SMs: 64x64 (4 warps of 32x32) fills more SMs:
-  //    bf16 1000^3 0.025 vs 0.032 ms, 128x4096x4096 0.063 vs 0.099, 8x4096x4096
-  //    0.062 vs 0.098; TF32 1000^3 0.040 vs 0.056 ms.
+  // Measured on an NVIDIA H200 (benchmarks/ab.py, tensorcore rows, row-major, after the
+  // 64x64-warp-tile rewrite; benchmarks/results/h200-2026-11-21/tensorcore/run3/), ms:
+  //   shape (bf16)   128x256x32  128x128x32  64x64x32  cuBLAS
+  //   4096^3            0.387       0.419      0.763     0.177
+  //   8192^3            3.005       3.278      5.700     1.460
+  //   4095^3            0.503       0.527      0.843     0.951
+  //   4097^3            0.553       0.582      0.970     1.095
+  //   1000^3            0.030       0.026      0.020     0.011
+  //   8x4096x4096       0.086       0.058      0.044     0.018
+  //  - >= 3 waves of 128x256 tiles: 128x256 (8 warps of 64x64) reads 25% fewer bytes from L2 per
+  //    MMA than 128x128; ncu at 4096^3 bf16: L2 throughput 69% vs 83%, tensor pipe 60% vs 53%.
+  //    (fp16 4095^3 is the one shape where it lost, 0.545 vs 0.536 ms.)
+  //  - at least one 128x128 tile per SM: 128x128 (4 warps of 64x64, 2 blocks/SM).
+  //  - fewer 128x128 tiles than SMs: 64x64 (4 warps of 32x32) fills more SMs.
+  //  TF32 (run3): 128x128x16 0.963 ms vs 64x64x16 1.555 at 4096^3; 64x64 wins below one tile per SM
+  //  (run1: 1000^3 0.040 vs 0.056 ms).
   const bool half = p.dtype == c10::ScalarType::Half || p.dtype == c10::ScalarType::BFloat16;
   const bool tf32 = p.dtype == c10::ScalarType::Float && p.allow_tf32;
   if (half || tf32) {
+    const int64_t tiles256 = ((p.M + 127) / 128) * ((p.N + 255) / 256);
+    if (half && tiles256 >= 3 * static_cast<int64_t>(d.num_sms)) {
+      ch = pick("tensorcore_128x256x32",
+                "tensor cores, >= 3 waves of 128x256 tiles: 25% fewer L2 bytes per MMA than 128x128 "
+                "(measured bf16 4096^3 0.387 vs 0.419 ms, 8192^3 3.005 vs 3.278 ms on an H200)");
+      if (ch.cfg) return ch;
+    }
     const int64_t tiles128 = ((p.M + 127) / 128) * ((p.N + 127) / 128);
     if (tiles128 >= d.num_sms) {
       ch = pick(half ? "tensorcore_128x128x32" : "tensorcore_tf32_128x128x16",
-                "tensor cores, at least one 128x128 tile per SM: the 128x128 tile needs fewer "
-                "loads per MMA (measured bf16 4096^3 0.769 vs 0.901 ms, TF32 4096^3 1.30 vs 1.84 ms "
-                "against 64x64 on an H200)");
+                "tensor cores, at least one 128x128 tile per SM: 64x64 warp tiles, 2 blocks/SM "
+                "(measured bf16 4096^3 0.419 vs 0.763 ms, TF32 4096^3 0.963 vs 1.555 ms against "
+                "64x64 blocks on an H200)");
       if (ch.cfg) return ch;
     }
     ch = pick(half ? "tensorcore_64x64x32" : "tensorcore_tf32_64x64x16",
               "tensor cores, fewer 128x128 tiles than SMs: 64x64 tiles fill more SMs (measured "
-              "bf16 1000^3 0.025 vs 0.032 ms, 128x4096x4096 0.063 vs 0.099 ms, TF32 1000^3 0.040 "
-              "vs 0.056 ms against 128x128 on an H200)");
+              "bf16 1000^3 0.020 vs 0.026 ms, 8x4096x4096 0.044 vs 0.058 ms against 128x128, "
+              "TF32 1000^3 0.040 vs 0.056 ms, on an H200)");
     if (ch.cfg) return ch;
   }
 

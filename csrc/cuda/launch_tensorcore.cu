@@ -1,8 +1,19 @@
 // Instantiates the tensorcore family: each table row x operand layouts (A row/col,
 // B row/col) x dtype (half + bfloat16 for the half rows, float for the TF32 rows).
-// The copy width per operand (16/8/4-byte cp.async or the element path) is a
-// run-time argument, not an instantiation, to keep the compile short.
+//
+// The kernel only reads operands through 16-byte cp.async, so every row start
+// of an operand must be 16-byte aligned. An operand that is not (half with an
+// odd leading dimension such as K = 4095, fp32 with a leading dimension not a
+// multiple of 4, a misaligned view) is first copied into a padded buffer whose
+// rows are: one elementwise copy on the current stream (a bandwidth-bound pass
+// over the operand, ~2 x 32 MB for a 4095^2 bf16 operand: tens of microseconds
+// against a ~0.5 ms GEMM), allocated through the PyTorch caching allocator and
+// released after the launch (the allocator's stream semantics keep the block
+// alive until the GEMM on that stream has read it). Cost: a transient extra
+// copy of that operand in device memory.
+#include <ATen/ATen.h>
 #include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAFunctions.h>
 
 #include "kernels/tensorcore.cuh"
 #include "launch.h"
@@ -12,30 +23,49 @@ namespace {
 
 constexpr int kTcStages = 4;  // cp.async ring depth (see the table's summaries)
 
-// The widest cp.async (16, 8, 4 bytes) whose alignment every row start of the
-// operand meets, or 0: rows only 2-byte aligned (half with an odd leading
-// dimension or an odd element offset) take the element path.
-int copy_width(const void* ptr, int64_t ld, int64_t batch_stride, int batch, size_t elem) {
-  const auto addr = reinterpret_cast<uintptr_t>(ptr);
-  for (int v : {16, 8, 4}) {
-    if (addr % v == 0 && (ld * static_cast<int64_t>(elem)) % v == 0 &&
-        (batch == 1 || (batch_stride * static_cast<int64_t>(elem)) % v == 0))
-      return v;
-  }
-  return 0;
+// Every row start (and every batch start) of the operand is 16-byte aligned.
+bool rows_aligned16(const void* ptr, int64_t ld, int64_t batch_stride, int batch, size_t elem) {
+  return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && (ld * static_cast<int64_t>(elem)) % 16 == 0 &&
+         (batch == 1 || (batch_stride * static_cast<int64_t>(elem)) % 16 == 0);
+}
+
+// Copies operand `ptr` (batch x rows x cont in its stored orientation, unit
+// stride along cont) into a fresh buffer with 16-byte-aligned rows; returns the
+// buffer and sets ld / batch_stride to its strides.
+at::Tensor aligned_copy(const void* ptr, c10::ScalarType dtype, int batch, int64_t rows, int64_t cont,
+                        int64_t& ld, int64_t& batch_stride) {
+  const int64_t vec = 16 / static_cast<int64_t>(c10::elementSize(dtype));
+  const int64_t ld_pad = (cont + vec - 1) / vec * vec;
+  const auto opts = at::TensorOptions().dtype(dtype).device(at::kCUDA, c10::cuda::current_device());
+  const at::Tensor src = at::from_blob(const_cast<void*>(ptr), {batch, rows, cont},
+                                       {batch == 1 ? rows * ld : batch_stride, ld, 1}, opts);
+  at::Tensor dst = at::empty({batch, rows, ld_pad}, opts);
+  dst.narrow(2, 0, cont).copy_(src);
+  ld = ld_pad;
+  batch_stride = rows * ld_pad;
+  return dst;
 }
 
 template <typename T, int BM, int BN, int BK, int WMs, int WNs, bool kAK, bool kBK>
-void launch_one(const GemmProblem& p, cudaStream_t stream, dim3 grid) {
+void launch_one(const GemmProblem& p0, cudaStream_t stream, dim3 grid) {
   constexpr int smem = tc::smem_bytes<T, BM, BN, BK, kTcStages, kAK, kBK>();
   auto kernel = tensorcore_kernel<T, BM, BN, BK, WMs, WNs, kTcStages, kAK, kBK>;
   // Above 48 KiB of dynamic shared memory needs an explicit opt-in (per device;
   // cheap enough to repeat on every launch).
   C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const auto args = GemmArgs<T>::from(p);
-  const int va = copy_width(p.a, kAK ? p.sa_m : p.sa_k, p.sa_b, p.batch, sizeof(T));
-  const int vb = copy_width(p.b, kBK ? p.sb_n : p.sb_k, p.sb_b, p.batch, sizeof(T));
-  kernel<<<grid, WMs * WNs * 32, smem, stream>>>(args, va, vb);
+  GemmProblem p = p0;
+  at::Tensor a_copy, b_copy;  // alive until the launch is enqueued
+  int64_t& lda = kAK ? p.sa_m : p.sa_k;
+  int64_t& ldb = kBK ? p.sb_n : p.sb_k;
+  if (!rows_aligned16(p.a, lda, p.sa_b, p.batch, sizeof(T))) {
+    a_copy = aligned_copy(p.a, p.dtype, p.batch, kAK ? p.M : p.K, kAK ? p.K : p.M, lda, p.sa_b);
+    p.a = a_copy.data_ptr();
+  }
+  if (!rows_aligned16(p.b, ldb, p.sb_b, p.batch, sizeof(T))) {
+    b_copy = aligned_copy(p.b, p.dtype, p.batch, kBK ? p.N : p.K, kBK ? p.K : p.N, ldb, p.sb_b);
+    p.b = b_copy.data_ptr();
+  }
+  kernel<<<grid, WMs * WNs * 32, smem, stream>>>(GemmArgs<T>::from(p));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

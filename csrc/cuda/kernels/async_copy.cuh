@@ -19,11 +19,12 @@ __device__ __forceinline__ void cp16(void* dst, const void* src, int src_bytes) 
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
                "r"(src_bytes));
 }
-// 8 and 4 bytes (only .ca exists for these sizes).
-__device__ __forceinline__ void cp8(void* dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(src_bytes));
+// The same with the shared destination already a 32-bit shared-window address
+// (computed once per thread by the caller instead of converted per copy).
+__device__ __forceinline__ void cp16_u32(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
+// 4 bytes (only .ca exists below 16 bytes).
 __device__ __forceinline__ void cp4(void* dst, const void* src, int src_bytes) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
                "r"(src_bytes));

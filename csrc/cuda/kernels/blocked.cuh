@@ -29,29 +29,11 @@
 // dot product), so any M, N, K >= 1 works; stores are predicated.
 #include <cstdint>
 
+#include "async_copy.cuh"
 #include "common.cuh"
 
 namespace tilelab {
 namespace blocked_detail {
-
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-// Copy `bytes` (0..16) of 16 from global to shared, zero-filling the rest.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(bytes));
-}
-// Copy 4 bytes (or write a zero when bytes == 0).
-__device__ __forceinline__ void cp_async4(void* dst, const void* src, int bytes) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 // How an operand tile is copied (chosen on the host per call, a template
 // parameter so the main loop holds only the copy code it runs):
@@ -97,7 +79,7 @@ __device__ __forceinline__ void load_tile(float* smem, const float* __restrict__
       const int r = r0 + it * (kThreads / kVecsPerRow);
       const int valid = k0 + r < K ? cvalid : 0;
       const float* src = valid > 0 ? src0 + static_cast<int64_t>(it * (kThreads / kVecsPerRow)) * s_k : g;
-      cp_async16(smem + r * kLd + c, src, valid * 4);
+      async_copy::cp16(smem + r * kLd + c, src, valid * 4);
     }
   } else {
     constexpr int kElems = kRows * kCols;
@@ -122,7 +104,7 @@ __device__ __forceinline__ void load_tile(float* smem, const float* __restrict__
 #pragma unroll
       for (int it = 0; it < kIters; ++it) {
         const bool ok = k_ok && c0 + c + it * kColStep < C;
-        cp_async4(smem + r * kLd + c + it * kColStep, ok ? src0 + it * step : g, ok ? 4 : 0);
+        async_copy::cp4(smem + r * kLd + c + it * kColStep, ok ? src0 + it * step : g, ok ? 4 : 0);
       }
     } else {
       static_assert(kThreads % kCols == 0 || kCols % kThreads == 0, "blocked: simple row walk");
@@ -133,7 +115,7 @@ __device__ __forceinline__ void load_tile(float* smem, const float* __restrict__
         const int gk = k0 + r, gc = c0 + c;
         const bool ok = gk < K && gc < C;
         const float* src = ok ? g + static_cast<int64_t>(gk) * s_k + static_cast<int64_t>(gc) * s_c : g;
-        cp_async4(smem + r * kLd + c, src, ok ? 4 : 0);
+        async_copy::cp4(smem + r * kLd + c, src, ok ? 4 : 0);
       }
     }
   }
@@ -195,16 +177,16 @@ __global__ void __launch_bounds__(BlockedShape<BM, BN, BK, TM, TN, kPad, kStages
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < ktiles) load(s, s);
-    cp_async_commit();
+    async_copy::commit();
   }
 
   for (int kt = 0; kt < ktiles; ++kt) {
-    cp_async_wait<kStages - 2>();
+    async_copy::wait<kStages - 2>();
     // Tile kt is visible to all, and everyone has finished reading tile kt-1,
     // whose stage the prefetch below overwrites.
     __syncthreads();
     if (kt + kStages - 1 < ktiles) load(kt + kStages - 1, (kt + kStages - 1) % kStages);
-    cp_async_commit();
+    async_copy::commit();
 
     const float* as = stage_a(kt % kStages) + wm0 + ly * 4;
     const float* bs = stage_b(kt % kStages) + wn0 + lx * 4;
@@ -230,7 +212,7 @@ __global__ void __launch_bounds__(BlockedShape<BM, BN, BK, TM, TN, kPad, kStages
         for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[k % 2][i], b[k % 2][j], acc[i][j]);
     }
   }
-  cp_async_wait<0>();  // no copy may still target shared memory when the block exits
+  async_copy::wait<0>();  // no copy may still target shared memory when the block exits
 
   // Epilogue: 4 consecutive n per (row, 4x4 block). float4 stores when no bias
   // and C's rows/batches are 16-byte aligned (uniform branch), else

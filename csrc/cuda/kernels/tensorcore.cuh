@@ -4,34 +4,43 @@
 //   bf16/fp16: mma.sync m16n8k16, fp32 accumulation, fragments read with ldmatrix.
 //   fp32:      mma.sync m16n8k8 TF32 (only when the caller allowed TF32; the
 //              table row carries tf32=true and the chooser refuses it otherwise),
-//              fragments read with scalar shared loads and rounded with cvt.rna.
+//              rounded with cvt.rna; k-contiguous tiles are read with ldmatrix
+//              (a b16 8x8 matrix is an 8x4 fp32 matrix, exactly the TF32
+//              fragment), m/n-contiguous ones with conflict-free 32-bit loads.
 //
-// A block computes a BM x BN tile of C with a 2 x (warps/2) grid of warps, each
-// warp a WM x WN sub-tile held in registers (fp32). K is walked in BK steps
-// through a kStages-deep ring of shared-memory tiles filled with cp.async, so
-// the loads of tile kt+kStages-1 fly while tile kt is multiplied.
+// A block computes a BM x BN tile of C with a 2 x (warps/2) grid of warps; each
+// warp owns a WM x WN sub-tile in fp32 registers (64x64 in the big configs:
+// per k16 step 4 A and 4 B ldmatrix.x4 feed 32 MMAs, each A fragment reused
+// across 8 n-fragments and each B fragment across 4 m-fragments). K is walked
+// in BK steps through a kStages-deep ring of shared-memory stages filled with
+// 16-byte cp.async.cg, so tiles kt+1..kt+kStages-1 are in flight while tile kt
+// is multiplied; one __syncthreads per k-tile.
+//
+// Register double buffering: the fragments of k-step kk+1 are loaded with
+// ldmatrix while the MMAs of kk issue; the last k-step of a tile waits for the
+// next tile and loads its first fragments, so the tensor cores never wait on a
+// fresh ldmatrix at a tile boundary.
+//
+// Addresses: every thread computes its shared-memory byte offsets (32-bit) and
+// its global pointers once before the k loop; in the loop a fragment address
+// is base + stage offset + a compile-time immediate, a global pointer advances
+// by one add per tile.
 //
 // Layouts: each operand tile is stored in shared memory in the orientation of
 // its global layout (cp.async copies contiguous bytes, it cannot transpose):
 //   A row-major (k contiguous): As[m][k];  A column-major: As[k][m]
 //   B row-major (n contiguous): Bs[k][n];  B column-major: Bs[n][k]
-// ldmatrix reads the k-contiguous tiles as they are and ldmatrix.trans the
-// others, so both layouts run at the same speed. Rows are padded (16 bytes for
-// half, 16/32 bytes for fp32) so that the 8 row addresses of an ldmatrix phase
-// (and the scalar TF32 fragment loads) hit distinct banks.
+// Half tiles that are not k-contiguous are read with ldmatrix.trans. Rows are
+// padded by 16 bytes (half; fp32 k-major too) or 32 bytes (fp32 m/n-major) so
+// the 8 row addresses of an ldmatrix phase, the 16-byte cp.async stores and the
+// scalar TF32 loads all hit distinct banks.
 //
-// Boundary safety without a slow path: any M, N, K >= 1 and any leading dimension.
-//   - The host picks per operand the widest cp.async (16, 8 or 4 bytes) that its
-//     pointer, leading stride and batch stride allow; partial chunks at the
-//     M/N/K edges copy only their valid bytes and zero-fill the rest (the K
-//     tail contributes exact zeros).
-//   - A half-precision operand whose rows are only 2-byte aligned (odd leading
-//     dimension, e.g. K = 4095) cannot use cp.async at all; its tile is loaded
-//     with predicated, coalesced element loads into registers at the top of a
-//     step and stored to shared memory after that step's MMAs, so the global
-//     latency still hides behind a full k-step of math.
-//   - Stores are predicated per element; the epilogue adds the optional bias
-//     and honours the batch (blockIdx.z and the *_b strides).
+// Boundary safety: any M, N, K >= 1. The kernel needs every operand row start
+// 16-byte aligned (the host copies an operand that is not into a padded buffer
+// first, see launch_tensorcore.cu). Chunks that cross the M/N/K edges copy only
+// their valid bytes and zero-fill the rest (the K tail contributes exact zeros).
+// Stores are predicated per element; the epilogue adds the optional bias and
+// honours the batch (blockIdx.z and the *_b strides).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -51,109 +60,110 @@ constexpr bool kIsHalf = sizeof(T) == 2;
 // stored [MN][BK + pad] (k contiguous), else [BK][MN + pad] (m or n contiguous).
 template <typename T, bool kKMajor, int MN, int BK>
 struct TileLayout {
-  // Half: 16 bytes keeps ldmatrix rows 16-byte aligned and spreads 8 rows over
-  // 8 distinct 16-byte bank groups. fp32: 4 floats for k-major rows (BK=16:
-  // row stride 20 words, the 8x4 scalar fragment reads hit 32 banks), 8 floats
-  // for mn-major rows (stride = 8 mod 32 words: t*8 + g is conflict-free).
+  // Half: 16 bytes keeps rows 16-byte aligned and spreads the 8 rows of an
+  // ldmatrix phase over 8 distinct 16-byte bank groups (row stride = 4 mod 32
+  // words for [*][BK=32+8] and [*][128+8]). fp32 k-major: 4 floats (row stride
+  // 20 words, same argument for ldmatrix). fp32 m/n-major: 8 floats (stride =
+  // 8 mod 32 words: the scalar fragment reads t*stride + g hit 32 banks).
   static constexpr int kPad = kIsHalf<T> ? 8 : (kKMajor ? 4 : 8);
   static constexpr int kRows = kKMajor ? MN : BK;
   static constexpr int kCont = kKMajor ? BK : MN;  // contiguous extent (elements)
   static constexpr int kLd = kCont + kPad;
   static constexpr int kElems = kRows * kLd;
+  static constexpr int kBytes = kElems * static_cast<int>(sizeof(T));
   static_assert((kLd * sizeof(T)) % 16 == 0, "rows must stay 16-byte aligned for cp.async/ldmatrix");
-  __device__ static __forceinline__ int off(int mn, int k) { return kKMajor ? mn * kLd + k : k * kLd + mn; }
+  // Byte offset of element (mn, k) inside the tile.
+  static constexpr int off(int mn, int k) {
+    return (kKMajor ? mn * kLd + k : k * kLd + mn) * static_cast<int>(sizeof(T));
+  }
 };
 
-// Copies one tile (kRows x kCont of the stored orientation) from global memory.
-// Global element (r, c) of the tile is g[(row0 + r) * ld + cont0 + c], valid
-// when row0 + r < rlim and cont0 + c < clim; invalid elements become zero.
-template <typename T, typename L, int kThreads>
+// Copies one operand tile per k-tile with 16-byte cp.async. Thread tid owns the
+// chunks (r0 + i * kRowStep, c) of the stored tile, i < kPer: its column c is
+// the same for all of them, so one global pointer and one zero-fill size per
+// tile cover every chunk. Global element (r, c) of the tile at k-tile kt is
+// g[(row0 + r) * ld + cont0 + c]; elements outside M/N/K read as zero.
+template <typename T, typename L, bool kKMajor, int kThreads, int BK>
 struct TileLoader {
-  static constexpr int kVec = 16 / sizeof(T);  // elements per 16-byte chunk
+  static constexpr int kVec = 16 / sizeof(T);  // elements per chunk
   static constexpr int kChunksPerRow = L::kCont / kVec;
   static constexpr int kChunks = L::kRows * kChunksPerRow;
+  static constexpr int kPer = kChunks / kThreads;
+  static constexpr int kRowStep = kThreads / kChunksPerRow;
   static_assert(L::kCont % kVec == 0, "tile rows are whole 16-byte chunks");
-  static_assert(kChunks % kThreads == 0, "every thread copies the same number of chunks");
-  // Element path (half only): 32-bit words of two elements each.
-  static constexpr int kPairsPerRow = L::kCont / 2;
-  static constexpr int kWords = kIsHalf<T> ? L::kRows * kPairsPerRow / kThreads : 1;
-  static_assert(!kIsHalf<T> || (L::kRows * kPairsPerRow) % kThreads == 0, "even split of pairs");
+  static_assert(kThreads % kChunksPerRow == 0 && kChunks % kThreads == 0,
+                "every thread copies the same column of kPer rows");
 
-  // cp.async with `vbytes` (16, 8 or 4) per instruction; the host guarantees
-  // that every row start (and the base) is vbytes-aligned.
-  __device__ static __forceinline__ void async(T* s, const T* g, int64_t ld, int row0, int cont0,
-                                               int rlim, int clim, int vbytes, int tid) {
+  const T* gp;      // global address of the thread's first chunk at the current k-tile
+  int64_t row_step; // elements between the thread's chunks (kRowStep rows)
+  int64_t k_step;   // elements the tile origin moves per k-tile
+  uint32_t s_off;   // byte offset of the thread's first chunk in a stage
+  int c, r;         // the thread's column (elements) and first row in the stored tile
+  int fixed_ok;     // bit i: chunk i's m/n coordinate is inside M/N (k-major) ...
+  int cbytes;       // ... or its valid bytes along m/n (m/n-major)
+
+  // mn0: first m (A) or n (B) of the block; mn_lim: M or N.
+  __device__ __forceinline__ void init(const T* g, int64_t ld, int mn0, int mn_lim, int tid, uint32_t tile_base) {
+    c = (tid % kChunksPerRow) * kVec;
+    r = tid / kChunksPerRow;
+    s_off = tile_base + r * L::kLd * sizeof(T) + c * sizeof(T);
+    row_step = kRowStep * ld;
+    if constexpr (kKMajor) {  // rows are m/n, columns k
+      gp = g + static_cast<int64_t>(mn0 + r) * ld + c;
+      k_step = BK;
+      fixed_ok = 0;
 #pragma unroll
-    for (int i = 0; i < kChunks / kThreads; ++i) {
-      const int chunk = tid + i * kThreads;
-      const int r = chunk / kChunksPerRow, c = (chunk % kChunksPerRow) * kVec;
-      const int gr = row0 + r, gc = cont0 + c;
-      int valid = gr < rlim ? clim - gc : 0;
-      valid = valid < 0 ? 0 : (valid > kVec ? kVec : valid);
-      T* dst = s + r * L::kLd + c;
-      const T* src = g + static_cast<int64_t>(gr) * ld + gc;
-      if (vbytes == 16) {
-        async_copy::cp16(dst, valid > 0 ? src : g, valid * static_cast<int>(sizeof(T)));
-      } else if (vbytes == 8) {
-        constexpr int e = 8 / sizeof(T);
-#pragma unroll
-        for (int q = 0; q < kVec / e; ++q) {
-          int v = valid - q * e;
-          v = v < 0 ? 0 : (v > e ? e : v);
-          async_copy::cp8(dst + q * e, v > 0 ? src + q * e : g, v * static_cast<int>(sizeof(T)));
-        }
-      } else {
-        constexpr int e = 4 / sizeof(T);
-#pragma unroll
-        for (int q = 0; q < kVec / e; ++q) {
-          int v = valid - q * e;
-          v = v < 0 ? 0 : (v > e ? e : v);
-          async_copy::cp4(dst + q * e, v > 0 ? src + q * e : g, v * static_cast<int>(sizeof(T)));
-        }
-      }
+      for (int i = 0; i < kPer; ++i) fixed_ok |= (mn0 + r + i * kRowStep < mn_lim) << i;
+      cbytes = 0;
+    } else {  // rows are k, columns m/n
+      gp = g + static_cast<int64_t>(r) * ld + mn0 + c;
+      k_step = BK * ld;
+      int v = mn_lim - (mn0 + c);
+      v = v < 0 ? 0 : (v > kVec ? kVec : v);
+      cbytes = v * sizeof(T);
+      fixed_ok = 0;
     }
   }
 
-  // Element path, half precision with 2-byte-aligned rows: consecutive threads
-  // take consecutive pairs of a row, so a warp reads 128 contiguous bytes.
-  __device__ static __forceinline__ void load_regs(uint32_t (&w)[kWords], const T* g, int64_t ld,
-                                                   int row0, int cont0, int rlim, int clim, int tid) {
-    if constexpr (kIsHalf<T>) {
-      const unsigned short* gs = reinterpret_cast<const unsigned short*>(g);
+  // Issues the copies of k-tile kt (origin k0) into the stage at byte offset st.
+  __device__ __forceinline__ void issue(const T* g, int k0, int K, uint32_t st) const {
+    const T* src = gp;
+    if constexpr (kKMajor) {
+      int v = K - (k0 + c);
+      v = v < 0 ? 0 : (v > kVec ? kVec : v);
+      const int bytes = v * static_cast<int>(sizeof(T));
 #pragma unroll
-      for (int i = 0; i < kWords; ++i) {
-        const int pair = tid + i * kThreads;
-        const int r = pair / kPairsPerRow, c = (pair % kPairsPerRow) * 2;
-        const int gr = row0 + r, gc = cont0 + c;
-        const int64_t base = static_cast<int64_t>(gr) * ld + gc;
-        uint32_t lo = 0, hi = 0;
-        if (gr < rlim && gc < clim) lo = __ldg(gs + base);
-        if (gr < rlim && gc + 1 < clim) hi = __ldg(gs + base + 1);
-        w[i] = lo | (hi << 16);
+      for (int i = 0; i < kPer; ++i) {
+        const int b = ((fixed_ok >> i) & 1) ? bytes : 0;
+        async_copy::cp16_u32(st + s_off + i * kRowStep * L::kLd * sizeof(T), b ? src : g, b);
+        src += row_step;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        const int b = (k0 + r + i * kRowStep < K) ? cbytes : 0;
+        async_copy::cp16_u32(st + s_off + i * kRowStep * L::kLd * sizeof(T), b ? src : g, b);
+        src += row_step;
       }
     }
   }
-  __device__ static __forceinline__ void store_regs(const uint32_t (&w)[kWords], T* s, int tid) {
-    if constexpr (kIsHalf<T>) {
-#pragma unroll
-      for (int i = 0; i < kWords; ++i) {
-        const int pair = tid + i * kThreads;
-        const int r = pair / kPairsPerRow, c = (pair % kPairsPerRow) * 2;
-        *reinterpret_cast<uint32_t*>(s + r * L::kLd + c) = w[i];
-      }
-    }
-  }
+  __device__ __forceinline__ void advance() { gp += k_step; }
 };
 
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
-  asm("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(async_copy::smem_addr(p)));
+               : "r"(addr));
 }
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
-  asm("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(async_copy::smem_addr(p)));
+               : "r"(addr));
+}
+__device__ __forceinline__ uint32_t lds32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr));
+  return v;
 }
 
 template <typename T>
@@ -181,74 +191,146 @@ __device__ __forceinline__ void mma1688_tf32(float (&d)[4], const uint32_t (&a)[
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// fp32 -> tf32, round to nearest (ties away), like cuBLAS' TF32 mode.
-__device__ __forceinline__ uint32_t to_tf32(float x) {
+// fp32 bits -> tf32, round to nearest (ties away), like cuBLAS' TF32 mode.
+__device__ __forceinline__ uint32_t to_tf32(uint32_t bits) {
   uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(__uint_as_float(bits)));
   return r;
 }
 
 // Bytes of dynamic shared memory a configuration needs.
 template <typename T, int BM, int BN, int BK, int kStages, bool kAK, bool kBK>
 constexpr int smem_bytes() {
-  return kStages * (TileLayout<T, kAK, BM, BK>::kElems + TileLayout<T, kBK, BN, BK>::kElems) *
-         static_cast<int>(sizeof(T));
+  return kStages * (TileLayout<T, kAK, BM, BK>::kBytes + TileLayout<T, kBK, BN, BK>::kBytes);
 }
+
+// Blocks of this many threads that share an SM: 2 for 4-warp blocks (the
+// 128x128 stages take ~76 KB, two fit in 228 KB; registers capped at 255).
+template <int kThreads>
+constexpr int min_blocks() {
+  return kThreads <= 128 ? 2 : 1;
+}
+
+// Consecutive block ids walk a group of kGroupM tile rows column by column, so
+// the blocks resident at one time share A and B panels in L2.
+constexpr int kGroupM = 8;
 
 }  // namespace tc
 
 // kAK: A is k-contiguous (row-major); kBK: B is k-contiguous (column-major).
-// va / vb: cp.async width in bytes for A / B (16, 8, 4), or 0 for the element
-// path; chosen per call by the host from the operands' alignment.
+// The host guarantees that every operand row start is 16-byte aligned.
 template <typename T, int BM, int BN, int BK, int kWarpsM, int kWarpsN, int kStages, bool kAK, bool kBK>
-__global__ void __launch_bounds__(kWarpsM * kWarpsN * 32)
-    tensorcore_kernel(GemmArgs<T> p, int va, int vb) {
+__global__ void __launch_bounds__(kWarpsM * kWarpsN * 32, tc::min_blocks<kWarpsM * kWarpsN * 32>())
+    tensorcore_kernel(GemmArgs<T> p) {
   constexpr int kThreads = kWarpsM * kWarpsN * 32;
   constexpr int WM = BM / kWarpsM, WN = BN / kWarpsN;
   constexpr bool kHalf = tc::kIsHalf<T>;
-  constexpr int kK = kHalf ? 16 : 8;  // k of one mma
+  constexpr int kK = kHalf ? 16 : 8;    // k of one mma
+  constexpr int kC = 16 / sizeof(T);    // elements in 16 bytes: k extent of one 8x8 b16 matrix
+  constexpr int kKK = BK / kK;          // mma k-steps per k-tile
   constexpr int MI = WM / 16, NI = WN / 8;
+  constexpr int kSz = sizeof(T);
   static_assert(kHalf || std::is_same_v<T, float>, "tensorcore: half, bfloat16 or float (TF32)");
   static_assert(WM % 16 == 0 && WN % 16 == 0, "warp tile: whole m16 fragments, pairs of n8 fragments");
-  static_assert(BK % kK == 0 && kStages >= 2, "BK is whole mma steps; at least double buffering");
+  static_assert(BK % kK == 0 && kKK % 2 == 0, "an even number of mma k-steps per tile (two fragment buffers)");
+  static_assert(kStages >= 3, "the ring keeps kStages-1 tiles in flight and one being read");
   using LA = tc::TileLayout<T, kAK, BM, BK>;
   using LB = tc::TileLayout<T, kBK, BN, BK>;
-  using LdA = tc::TileLoader<T, LA, kThreads>;
-  using LdB = tc::TileLoader<T, LB, kThreads>;
+  constexpr int kStageBytes = LA::kBytes + LB::kBytes;
 
   extern __shared__ __align__(16) unsigned char tc_smem[];
-  T* sA = reinterpret_cast<T*>(tc_smem);
-  T* sB = sA + kStages * LA::kElems;
+  const uint32_t smem = async_copy::smem_addr(tc_smem);  // stage s: [A tile][B tile] at s * kStageBytes
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int wm0 = (warp % kWarpsM) * WM, wn0 = (warp / kWarpsM) * WN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN, bz = blockIdx.z;
+
+  // Grouped rasterization of the (M tiles x N tiles) grid.
+  int tm, tn;
+  {
+    const int gm = gridDim.x, gn = gridDim.y;
+    const int pid = blockIdx.x + blockIdx.y * gm;
+    const int per_group = tc::kGroupM * gn;
+    const int first_m = (pid / per_group) * tc::kGroupM;
+    const int rows = min(gm - first_m, tc::kGroupM);
+    tm = first_m + (pid % per_group) % rows;
+    tn = (pid % per_group) / rows;
+  }
+  const int m0 = tm * BM, n0 = tn * BN, bz = blockIdx.z;
   const T* A = p.a + bz * p.sa_b;
   const T* B = p.b + bz * p.sb_b;
   const int M = p.M, N = p.N, K = p.K;
-  // Where each operand's tile starts and ends, in the stored orientation.
-  const int64_t lda = kAK ? p.sa_m : p.sa_k;
-  const int64_t ldb = kBK ? p.sb_n : p.sb_k;
-  const int a_rlim = kAK ? M : K, a_clim = kAK ? K : M;
-  const int b_rlim = kBK ? N : K, b_clim = kBK ? K : N;
-  auto a_origin = [&](int k0, int& r0, int& c0) { r0 = kAK ? m0 : k0; c0 = kAK ? k0 : m0; };
-  auto b_origin = [&](int k0, int& r0, int& c0) { r0 = kBK ? n0 : k0; c0 = kBK ? k0 : n0; };
 
-  uint32_t wa[LdA::kWords], wb[LdB::kWords];  // element-path staging (half, unaligned rows)
-  auto issue = [&](int kt) {  // start loading k-tile kt into its stage
-    const int st = kt % kStages;
-    int r0, c0;
-    a_origin(kt * BK, r0, c0);
-    if (va) LdA::async(sA + st * LA::kElems, A, lda, r0, c0, a_rlim, a_clim, va, tid);
-    else LdA::load_regs(wa, A, lda, r0, c0, a_rlim, a_clim, tid);
-    b_origin(kt * BK, r0, c0);
-    if (vb) LdB::async(sB + st * LB::kElems, B, ldb, r0, c0, b_rlim, b_clim, vb, tid);
-    else LdB::load_regs(wb, B, ldb, r0, c0, b_rlim, b_clim, tid);
-  };
-  auto finish = [&](int kt) {  // element path: registers -> shared
-    const int st = kt % kStages;
-    if (!va) LdA::store_regs(wa, sA + st * LA::kElems, tid);
-    if (!vb) LdB::store_regs(wb, sB + st * LB::kElems, tid);
+  tc::TileLoader<T, LA, kAK, kThreads, BK> lda;
+  tc::TileLoader<T, LB, kBK, kThreads, BK> ldb;
+  lda.init(A, kAK ? p.sa_m : p.sa_k, m0, M, tid, 0);
+  ldb.init(B, kBK ? p.sb_n : p.sb_k, n0, N, tid, LA::kBytes);
+
+  // Per-thread fragment offsets inside a stage (k-step 0, fragment 0); the
+  // k-step and the fragment index add compile-time immediates.
+  uint32_t a_frag, b_frag;
+  const int g = lane / 4, t = lane % 4, q = lane / 8;
+  if constexpr (kAK) {  // As[m][k]: matrices (m0-7,k0) (m8-15,k0) (m0-7,k0+kC) (m8-15,k0+kC)
+    a_frag = LA::off(wm0 + lane % 16, (lane / 16) * kC);
+  } else if constexpr (kHalf) {  // As[k][m], ldmatrix.trans; same four matrices
+    a_frag = LA::off(wm0 + (q % 2) * 8, (q / 2) * 8 + lane % 8);
+  } else {  // fp32 As[k][m], scalar: a0 = (m g, k t)
+    a_frag = LA::off(wm0 + g, t);
+  }
+  if constexpr (kBK) {  // Bs[n][k]: (n0-7,k0) (n0-7,k0+kC) (n8-15,k0) (n8-15,k0+kC)
+    b_frag = LA::kBytes + LB::off(wn0 + (q / 2) * 8 + lane % 8, (q % 2) * kC);
+  } else if constexpr (kHalf) {  // Bs[k][n], ldmatrix.trans; same four matrices
+    b_frag = LA::kBytes + LB::off(wn0 + (q / 2) * 8, (q % 2) * 8 + lane % 8);
+  } else {  // fp32 Bs[k][n], scalar: b0 = (k t, n g)
+    b_frag = LA::kBytes + LB::off(wn0 + g, t);
+  }
+  a_frag += smem;
+  b_frag += smem;
+
+  uint32_t af[2][MI][4], bf[2][NI][2];
+  // Loads the fragments of mma k-step kk of the stage at byte offset st into buffer buf.
+  auto load_frags = [&](int buf, uint32_t st, int kk) {
+#pragma unroll
+    for (int i = 0; i < MI; ++i) {
+      const uint32_t a = a_frag + st + LA::off(i * 16, kk);
+      if constexpr (kAK) {
+        tc::ldmatrix_x4(af[buf][i], a);
+      } else if constexpr (kHalf) {
+        tc::ldmatrix_x4_trans(af[buf][i], a);
+      } else {  // a0 (g,t) a1 (g+8,t) a2 (g,t+4) a3 (g+8,t+4)
+        af[buf][i][0] = tc::lds32(a);
+        af[buf][i][1] = tc::lds32(a + LA::off(8, 0));
+        af[buf][i][2] = tc::lds32(a + LA::off(0, 4));
+        af[buf][i][3] = tc::lds32(a + LA::off(8, 4));
+      }
+      if constexpr (!kHalf) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) af[buf][i][r] = tc::to_tf32(af[buf][i][r]);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < NI; j += 2) {
+      const uint32_t b = b_frag + st + LB::off(j * 8, kk);
+      if constexpr (kBK || kHalf) {
+        uint32_t r[4];
+        if constexpr (kBK) tc::ldmatrix_x4(r, b);
+        else tc::ldmatrix_x4_trans(r, b);
+        bf[buf][j][0] = r[0];
+        bf[buf][j][1] = r[1];
+        bf[buf][j + 1][0] = r[2];
+        bf[buf][j + 1][1] = r[3];
+      } else {  // b0 (k t, n g), b1 (k t+4, n g)
+        bf[buf][j][0] = tc::lds32(b);
+        bf[buf][j][1] = tc::lds32(b + LB::off(0, 4));
+        bf[buf][j + 1][0] = tc::lds32(b + LB::off(8, 0));
+        bf[buf][j + 1][1] = tc::lds32(b + LB::off(8, 4));
+      }
+      if constexpr (!kHalf) {
+        bf[buf][j][0] = tc::to_tf32(bf[buf][j][0]);
+        bf[buf][j][1] = tc::to_tf32(bf[buf][j][1]);
+        bf[buf][j + 1][0] = tc::to_tf32(bf[buf][j + 1][0]);
+        bf[buf][j + 1][1] = tc::to_tf32(bf[buf][j + 1][1]);
+      }
+    }
   };
 
   float acc[MI][NI][4];
@@ -257,89 +339,62 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32)
 #pragma unroll
     for (int j = 0; j < NI; ++j)
 #pragma unroll
-      for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.f;
+      for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.f;
 
   const int ktiles = (K + BK - 1) / BK;
-  // Prologue: the first kStages-1 tiles. One commit per tile, even when empty,
-  // so that "group kt" is always the kt-th commit.
+  // Prologue: tiles 0..kStages-2 into stages 0..kStages-2. One commit per
+  // tile, even when empty, so that "group kt" is always the kt-th commit.
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < ktiles) {
-      issue(s);
-      finish(s);
+      lda.issue(A, s * BK, K, smem + s * kStageBytes);
+      ldb.issue(B, s * BK, K, smem + s * kStageBytes);
+      lda.advance();
+      ldb.advance();
     }
     async_copy::commit();
   }
+  async_copy::wait<kStages - 2>();
+  __syncthreads();  // tile 0 is in shared memory
+  uint32_t rd = 0;                              // byte offset of the stage being read
+  uint32_t wr = (kStages - 1) * kStageBytes;    // byte offset of the stage being written
+  load_frags(0, rd, 0);
 
-  const int g = lane / 4, t = lane % 4;
   for (int kt = 0; kt < ktiles; ++kt) {
-    async_copy::wait<kStages - 2>();
-    __syncthreads();  // tile kt is in shared memory for everyone; stage (kt-1) is free
+    // Stage `wr` held tile kt-1: every warp finished reading it before the
+    // barrier at the end of the previous iteration.
     const int next = kt + kStages - 1;
-    const bool has_next = next < ktiles;
-    if (has_next) issue(next);
+    if (next < ktiles) {
+      lda.issue(A, next * BK, K, smem + wr);
+      ldb.issue(B, next * BK, K, smem + wr);
+      lda.advance();
+      ldb.advance();
+    }
     async_copy::commit();
+    wr = wr == (kStages - 1) * kStageBytes ? 0 : wr + kStageBytes;
 
-    const T* a_s = sA + (kt % kStages) * LA::kElems;
-    const T* b_s = sB + (kt % kStages) * LB::kElems;
 #pragma unroll
-    for (int kk = 0; kk < BK; kk += kK) {
-      uint32_t af[MI][4], bf[NI][2];
-      if constexpr (kHalf) {
+    for (int kk = 0; kk < kKK; ++kk) {
+      if (kk == kKK - 1) {
+        // Tile kt+1 has landed for everyone, and every warp has loaded its last
+        // fragments of tile kt (stage rd is free for the next issue).
+        async_copy::wait<kStages - 2>();
+        __syncthreads();
+        rd = rd == (kStages - 1) * kStageBytes ? 0 : rd + kStageBytes;
+      }
+      // Fragments for the next k-step (of this tile, or the first of tile kt+1;
+      // past the last tile this reads a stale stage that is never used).
+      load_frags((kk + 1) % 2, rd, ((kk + 1) % kKK) * kK);
 #pragma unroll
-        for (int i = 0; i < MI; ++i) {
-          const int mb = wm0 + i * 16;
-          if constexpr (kAK) {  // As[m][k]: matrices (m0-7,k0-7) (m8-15,k0-7) (m0-7,k8-15) (m8-15,k8-15)
-            tc::ldmatrix_x4(af[i], a_s + LA::off(mb + lane % 16, kk + (lane / 16) * 8));
-          } else {  // As[k][m], transposed on load; same four matrices
-            const int j = lane / 8;
-            tc::ldmatrix_x4_trans(af[i], a_s + LA::off(mb + (j % 2) * 8, kk + (j / 2) * 8 + lane % 8));
-          }
-        }
-#pragma unroll
-        for (int j = 0; j < NI; j += 2) {
-          const int nb = wn0 + j * 8, q = lane / 8;
-          uint32_t r[4];
-          if constexpr (kBK) {  // Bs[n][k]: (n0-7,k0-7) (n0-7,k8-15) (n8-15,k0-7) (n8-15,k8-15)
-            tc::ldmatrix_x4(r, b_s + LB::off(nb + (q / 2) * 8 + lane % 8, kk + (q % 2) * 8));
-          } else {  // Bs[k][n], transposed on load; same four matrices
-            tc::ldmatrix_x4_trans(r, b_s + LB::off(nb + (q / 2) * 8, kk + (q % 2) * 8 + lane % 8));
-          }
-          bf[j][0] = r[0];
-          bf[j][1] = r[1];
-          bf[j + 1][0] = r[2];
-          bf[j + 1][1] = r[3];
-        }
-#pragma unroll
-        for (int i = 0; i < MI; ++i)
-#pragma unroll
-          for (int j = 0; j < NI; ++j) tc::mma16816<T>(acc[i][j], af[i], bf[j][0], bf[j][1]);
-      } else {
-        // m16n8k8 TF32 fragments: a0 (g,t) a1 (g+8,t) a2 (g,t+4) a3 (g+8,t+4);
-        // b0 (k=t, n=g) b1 (k=t+4, n=g).
-        const float* af32 = reinterpret_cast<const float*>(a_s);
-        const float* bf32 = reinterpret_cast<const float*>(b_s);
-#pragma unroll
-        for (int i = 0; i < MI; ++i) {
-          const int m = wm0 + i * 16 + g;
-          af[i][0] = tc::to_tf32(af32[LA::off(m, kk + t)]);
-          af[i][1] = tc::to_tf32(af32[LA::off(m + 8, kk + t)]);
-          af[i][2] = tc::to_tf32(af32[LA::off(m, kk + t + 4)]);
-          af[i][3] = tc::to_tf32(af32[LA::off(m + 8, kk + t + 4)]);
-        }
+      for (int i = 0; i < MI; ++i)
 #pragma unroll
         for (int j = 0; j < NI; ++j) {
-          const int n = wn0 + j * 8 + g;
-          bf[j][0] = tc::to_tf32(bf32[LB::off(n, kk + t)]);
-          bf[j][1] = tc::to_tf32(bf32[LB::off(n, kk + t + 4)]);
+          // Serpentine over n so consecutive MMAs share a fragment register.
+          const int jj = (i % 2) ? NI - 1 - j : j;
+          if constexpr (kHalf) tc::mma16816<T>(acc[i][jj], af[kk % 2][i], bf[kk % 2][jj][0], bf[kk % 2][jj][1]);
+          else tc::mma1688_tf32(acc[i][jj], af[kk % 2][i], bf[kk % 2][jj][0], bf[kk % 2][jj][1]);
         }
-#pragma unroll
-        for (int i = 0; i < MI; ++i)
-#pragma unroll
-          for (int j = 0; j < NI; ++j) tc::mma1688_tf32(acc[i][j], af[i], bf[j][0], bf[j][1]);
-      }
     }
-    if (has_next) finish(next);  // stage `next` was freed by this step's barrier
   }
   async_copy::wait<0>();  // no copy may still target shared memory when the block exits
 
