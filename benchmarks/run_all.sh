@@ -11,8 +11,11 @@
 #                  results.tgz (the whole results folder) there: 4-5 files
 #   BUILD=1        build the extension in place first (system compiler, log in $OUT/build.log)
 #   QUICK=1        small sizes everywhere (validation, not results)
-#   STEPS="ab tile_sweep ncu roofline table"   which steps (default: all)
-#   AB_SHAPES, AB_DTYPES, AB_KERNELS, SWEEP_SIZES, NCU_SHAPE, ROOF_SIZE, ROOF_DTYPES: override sizes
+#   STEPS="ab tile_sweep ncu roofline table"   which steps (default: these five); also
+#                  test (the pytest suite), ab_auto (dispatcher's choice on the headline
+#                  shapes, into auto/), model (benchmarks/model_ab.py, into model_ab/)
+#   AB_SHAPES, AB_DTYPES, AB_KERNELS, SWEEP_SIZES, NCU_SHAPE, NCU_KERNELS, ROOF_SIZE, ROOF_DTYPES,
+#   AUTO_SHAPES, AUTO_DTYPES, MODEL_ARGS: override sizes
 # Usage (from the repository root, on the GPU machine):
 #   OUT=$OUT BUILD=1 bash benchmarks/run_all.sh
 set -uo pipefail
@@ -68,6 +71,10 @@ NCU_KERNELS=${NCU_KERNELS:-}
 ROOF_SIZE=${ROOF_SIZE:-4096}; ROOF_DTYPES=${ROOF_DTYPES:-fp32,bf16}
 PEAK_SIZE=${PEAK_SIZE:-8192}; COPY_GIB=${COPY_GIB:-2}
 REP=${REP:-40}; WARMUP=${WARMUP:-10}
+# ab_auto: the dispatcher's choice only, on the headline shapes (8192^3 too) and every dtype
+AUTO_SHAPES=${AUTO_SHAPES:-4096x4096x4096,8192x8192x8192,4095x4095x4095,4097x4097x4097,1000x1000x1000}
+AUTO_DTYPES=${AUTO_DTYPES:-fp32,tf32,bf16,fp16}
+MODEL_ARGS=${MODEL_ARGS:---batch 2 --seq 512 --rep-ms 100 --profile-top 8}
 TIMING="--rep $REP --warmup $WARMUP"
 
 step() {  # name, then the command; its output to $RES/<name>.txt and the log
@@ -91,6 +98,11 @@ for s in $STEPS; do
     roofline) ncu_json=""; [ -s "$RES/ncu.json" ] && ncu_json="--ncu-json $RES/ncu.json"
           step roofline python3 benchmarks/roofline.py --no-progress --out "$RES" --size "$ROOF_SIZE" \
           --dtypes "$ROOF_DTYPES" --peak-size "$PEAK_SIZE" --copy-gib "$COPY_GIB" $ncu_json $TIMING ;;
+    test) step pytest python3 -m pytest tests -q -p no:cacheprovider ;;
+    ab_auto) mkdir -p "$RES/auto"
+          step ab_auto python3 benchmarks/ab.py --no-progress --out "$RES/auto" --kernels auto \
+          --shapes "$AUTO_SHAPES" --dtypes "$AUTO_DTYPES" $TIMING ;;
+    model) step model_ab python3 benchmarks/model_ab.py --out "$RES/model_ab" $MODEL_ARGS ;;
     table) step table python3 benchmarks/make_readme_table.py "$RES" --out "$RES/results.md" ;;
     *) say "unknown step $s" ;;
   esac
