@@ -1,4 +1,4 @@
-"""One tensorcore launch for ncu: python3 ncu_one.py CONFIG DTYPE M N K (the first call warms up;
+"""One tensorcore launch for ncu: python3 benchmarks/tuning/ncu_tensorcore.py CONFIG DTYPE M N K (the first call warms up;
 profile with --launch-skip 1 --launch-count 1 -k regex:tensorcore)."""
 import sys
 

@@ -25,7 +25,7 @@ for step in $STEPS; do
       ;;
     sanitize)
       for tool in memcheck racecheck; do
-        compute-sanitizer --tool $tool python3 benchmarks/sanitize_blocked.py >"$OUT/sanitizer_$tool.txt" 2>&1
+        compute-sanitizer --tool $tool python3 benchmarks/tuning/sanitize_blocked.py >"$OUT/sanitizer_$tool.txt" 2>&1
         echo "$tool rc=$? $(tail -1 "$OUT/sanitizer_$tool.txt")"
       done
       ;;

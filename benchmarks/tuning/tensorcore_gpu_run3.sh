@@ -12,15 +12,15 @@ echo "build: $(( $(date +%s) - t0 )) s"
 grep -A3 "entry function '_ZN7tilelab17tensorcore" "$OUT/build.log" | grep -E "entry|registers|spill" > "$OUT/ptxas_tensorcore.txt"; rm -f "$OUT/build.log"
 grep -E "registers|spill" "$OUT/ptxas_tensorcore.txt" | sed 's/.*Used/Used/' | sort | uniq -c | head -20
 if [ "$MODE" = final ]; then
-  timeout 90 compute-sanitizer --tool memcheck python3 benchmarks/tensorcore/sanitize_tc.py > "$OUT/memcheck.log" 2>&1; echo "memcheck rc=$?"; tail -2 "$OUT/memcheck.log"
-  timeout 120 compute-sanitizer --tool racecheck python3 benchmarks/tensorcore/sanitize_tc.py > "$OUT/racecheck.log" 2>&1; echo "racecheck rc=$?"; tail -2 "$OUT/racecheck.log"
+  timeout 90 compute-sanitizer --tool memcheck python3 benchmarks/tuning/sanitize_tensorcore.py > "$OUT/memcheck.log" 2>&1; echo "memcheck rc=$?"; tail -2 "$OUT/memcheck.log"
+  timeout 120 compute-sanitizer --tool racecheck python3 benchmarks/tuning/sanitize_tensorcore.py > "$OUT/racecheck.log" 2>&1; echo "racecheck rc=$?"; tail -2 "$OUT/racecheck.log"
 fi
 timeout 150 python3 -m pytest -q -p no:cacheprovider -x tests/test_tensorcore.py tests/test_correctness.py tests/test_api.py -k "tensorcore or auto or tf32" > "$OUT/pytest.log" 2>&1; echo "pytest rc=$?"; tail -2 "$OUT/pytest.log"; grep -E "^(FAILED|ERROR)|Error" "$OUT/pytest.log" | head -5
 if [ "$MODE" = profile ]; then
   for cfg in tensorcore_128x128x32 tensorcore_128x256x32; do
     timeout 60 ncu --clock-control none --section SpeedOfLight --section Occupancy --section LaunchStats \
       --section MemoryWorkloadAnalysis --section WarpStateStats --section ComputeWorkloadAnalysis \
-      --launch-skip 1 --launch-count 1 -k regex:tensorcore python3 benchmarks/tensorcore/ncu_one.py $cfg bfloat16 4096 4096 4096 > "$OUT/ncu_$cfg.txt" 2>&1
+      --launch-skip 1 --launch-count 1 -k regex:tensorcore python3 benchmarks/tuning/ncu_tensorcore.py $cfg bfloat16 4096 4096 4096 > "$OUT/ncu_$cfg.txt" 2>&1
     echo "ncu $cfg rc=$?"
   done
 fi

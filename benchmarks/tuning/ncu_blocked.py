@@ -1,4 +1,4 @@
-"""One call of a blocked config for ncu: python3 benchmarks/ncu_blocked.py CONFIG M N K"""
+"""One call of a blocked config for ncu: python3 benchmarks/tuning/ncu_blocked.py CONFIG M N K"""
 import sys
 
 import torch

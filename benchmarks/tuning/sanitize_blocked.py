@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """A few small odd-shape calls of every blocked config, for compute-sanitizer:
 
-    compute-sanitizer --tool memcheck  python3 benchmarks/sanitize_blocked.py
-    compute-sanitizer --tool racecheck python3 benchmarks/sanitize_blocked.py
+    compute-sanitizer --tool memcheck  python3 benchmarks/tuning/sanitize_blocked.py
+    compute-sanitizer --tool racecheck python3 benchmarks/tuning/sanitize_blocked.py
 
 Small shapes on purpose (the sanitizers are slow); covers both layouts of each
 operand, a misaligned x[1:, 1:] view (scalar copies) and aligned data (16-byte
