@@ -15,6 +15,9 @@
 
 namespace tilelab {
 
+// `stream` is always the caller's at::cuda::getCurrentCUDAStream() (tiled_mm.cu,
+// batched.cu): every launch runs on PyTorch's current stream, so streams, CUDA
+// graphs and torch.compile(mode="reduce-overhead") see it.
 void launch_naive(int config_index, const GemmProblem& p, cudaStream_t stream);
 void launch_tiled(int config_index, const GemmProblem& p, cudaStream_t stream);
 void launch_padded(int config_index, const GemmProblem& p, cudaStream_t stream);
