@@ -10,7 +10,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .ops import SUPPORTED_DTYPES
+from .ops import check_same_kind
 
 
 def tiled_bmm(a: Tensor, b: Tensor, *, variant: Optional[str] = None, tile: Optional[int] = None) -> Tensor:
@@ -47,17 +47,6 @@ def tiled_addmm(bias: Tensor, a: Tensor, b: Tensor, *, variant: Optional[str] = 
     return torch.ops.tilelab.tiled_addmm.default(bias, a, b, variant=variant, tile=tile)
 
 
-def _same(a: Tensor, b: Tensor, op: str) -> None:
-    torch._check(a.dtype == b.dtype,
-                 lambda: f"tilelab::{op}: a and b must have the same dtype, got {a.dtype} and {b.dtype}")
-    torch._check(a.dtype in SUPPORTED_DTYPES,
-                 lambda: f"tilelab::{op}: unsupported dtype {a.dtype}; supported: "
-                         + ", ".join(str(d) for d in SUPPORTED_DTYPES))
-    torch._check(a.device == b.device,
-                 lambda: f"tilelab::{op}: a is on {a.device} and b is on {b.device}; both operands "
-                         "must be on the same device")
-
-
 @torch.library.register_fake("tilelab::tiled_bmm")
 def _tiled_bmm_fake(a: Tensor, b: Tensor, *, variant: Optional[str] = None, tile: Optional[int] = None) -> Tensor:
     torch._check(a.dim() == 3 and b.dim() == 3,
@@ -68,7 +57,7 @@ def _tiled_bmm_fake(a: Tensor, b: Tensor, *, variant: Optional[str] = None, tile
     torch._check(a.shape[2] == b.shape[1],
                  lambda: f"tilelab::tiled_bmm: inner dimensions differ: a is {list(a.shape)} and b is "
                          f"{list(b.shape)}")
-    _same(a, b, "tiled_bmm")
+    check_same_kind(a, b, "tiled_bmm")
     return a.new_empty((a.shape[0], a.shape[1], b.shape[2]))
 
 
@@ -81,7 +70,7 @@ def _tiled_addmm_fake(bias: Tensor, a: Tensor, b: Tensor, *, variant: Optional[s
     torch._check(a.shape[1] == b.shape[0],
                  lambda: f"tilelab::tiled_addmm: inner dimensions differ: a is {list(a.shape)} and b is "
                          f"{list(b.shape)}")
-    _same(a, b, "tiled_addmm")
+    check_same_kind(a, b, "tiled_addmm")
     M, N = a.shape[0], b.shape[1]
     torch._check(bias.dim() <= 2, lambda: f"tilelab::tiled_addmm: bias of shape {list(bias.shape)} "
                                           f"does not broadcast to the output's shape [{M}, {N}]")

@@ -42,13 +42,18 @@ def _check_mm_args(a: Tensor, b: Tensor) -> None:
     torch._check(a.shape[1] == b.shape[0],
                  lambda: f"tilelab::tiled_mm: inner dimensions differ: a is {list(a.shape)} and b is "
                          f"{list(b.shape)}")
+    check_same_kind(a, b, "tiled_mm")
+
+
+def check_same_kind(a: Tensor, b: Tensor, op: str) -> None:
+    """The checks every op shares: one supported dtype, one device (fake kernels)."""
     torch._check(a.dtype == b.dtype,
-                 lambda: f"tilelab::tiled_mm: a and b must have the same dtype, got {a.dtype} and {b.dtype}")
+                 lambda: f"tilelab::{op}: a and b must have the same dtype, got {a.dtype} and {b.dtype}")
     torch._check(a.dtype in SUPPORTED_DTYPES,
-                 lambda: f"tilelab::tiled_mm: unsupported dtype {a.dtype}; supported: "
+                 lambda: f"tilelab::{op}: unsupported dtype {a.dtype}; supported: "
                          + ", ".join(str(d) for d in SUPPORTED_DTYPES))
     torch._check(a.device == b.device,
-                 lambda: f"tilelab::tiled_mm: a is on {a.device} and b is on {b.device}; both operands "
+                 lambda: f"tilelab::{op}: a is on {a.device} and b is on {b.device}; both operands "
                          "must be on the same device")
 
 

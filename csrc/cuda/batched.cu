@@ -74,20 +74,8 @@ at::Tensor tiled_addmm_cuda(const at::Tensor& bias, const at::Tensor& a, const a
   const at::Tensor bv = bias_view(bias, M, N);
   if (K == 0) return out.copy_(bv);
 
-  GemmProblem p;
-  p.dtype = pr.dtype;
-  p.a = A.t.data_ptr();
-  p.b = Bo.t.data_ptr();
-  p.c = out.data_ptr();
+  GemmProblem p = gemm_problem(pr, A, Bo, out);
   p.bias = bv.data_ptr();
-  p.M = static_cast<int>(M);
-  p.N = static_cast<int>(N);
-  p.K = static_cast<int>(K);
-  p.sa_m = A.s_row;
-  p.sa_k = A.s_col;
-  p.sb_k = Bo.s_row;
-  p.sb_n = Bo.s_col;
-  p.sc_m = N;
   p.sbias_m = bv.stride(0);
   p.sbias_n = bv.stride(1);
   launch(*choice.cfg, p, at::cuda::getCurrentCUDAStream(a.get_device()).stream());

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "../checks.h"
 #include "configs.h"
 #include "gemm_args.h"
 
@@ -26,6 +27,10 @@ Problem make_problem(int64_t M, int64_t N, int64_t K, c10::ScalarType dtype, boo
 // the table, or the chooser's pick.
 Choice choose_for(const Problem& pr, int device, std::optional<c10::string_view> variant,
                   std::optional<int64_t> tile);
+
+// The kernel arguments of one 2-D product out = A @ B (out a fresh contiguous
+// (M, N) tensor), no bias, batch 1; callers add a bias or batch strides.
+GemmProblem gemm_problem(const Problem& pr, const Operand& a, const Operand& b, at::Tensor& out);
 
 // Launch the kernel of table row `cfg` for problem `p` on `stream` (the
 // family launchers check the launch).

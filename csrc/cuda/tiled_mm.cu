@@ -65,6 +65,23 @@ Choice choose_for(const Problem& pr, int device, std::optional<c10::string_view>
   return select_kernel(pr, device_info(device), v, tile);
 }
 
+GemmProblem gemm_problem(const Problem& pr, const Operand& a, const Operand& b, at::Tensor& out) {
+  GemmProblem p;
+  p.dtype = pr.dtype;
+  p.a = a.t.data_ptr();
+  p.b = b.t.data_ptr();
+  p.c = out.data_ptr();
+  p.M = static_cast<int>(pr.M);
+  p.N = static_cast<int>(pr.N);
+  p.K = static_cast<int>(pr.K);
+  p.sa_m = a.s_row;
+  p.sa_k = a.s_col;
+  p.sb_k = b.s_row;
+  p.sb_n = b.s_col;
+  p.sc_m = pr.N;
+  return p;
+}
+
 namespace {
 
 struct Prepared {
@@ -93,19 +110,7 @@ at::Tensor tiled_mm_cuda(const at::Tensor& a, const at::Tensor& b,
   if (pr.M == 0 || pr.N == 0) return out;
   if (pr.K == 0) return out.zero_();
 
-  GemmProblem p;
-  p.dtype = pr.dtype;
-  p.a = r.a.t.data_ptr();
-  p.b = r.b.t.data_ptr();
-  p.c = out.data_ptr();
-  p.M = static_cast<int>(pr.M);
-  p.N = static_cast<int>(pr.N);
-  p.K = static_cast<int>(pr.K);
-  p.sa_m = r.a.s_row;
-  p.sa_k = r.a.s_col;
-  p.sb_k = r.b.s_row;
-  p.sb_n = r.b.s_col;
-  p.sc_m = pr.N;
+  const GemmProblem p = gemm_problem(pr, r.a, r.b, out);
   launch(*r.choice.cfg, p, at::cuda::getCurrentCUDAStream(a.get_device()).stream());
   return out;
 }
