@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import tilelab_torch
-from conftest import TOL, cuda_kernels, fresh_seed, rel_err
+from conftest import TOL, Poisoned, cuda_kernels, fresh_seed, rel_err
 
 BLOCKED = [k.name for k in cuda_kernels(torch.float32) if k.family == "blocked"]
 
@@ -61,3 +61,33 @@ def test_blocked_rejects_other_dtypes(dtype):
     a = torch.randn(8, 8, device="cuda", dtype=dtype)
     with pytest.raises(RuntimeError, match="does not support"):
         tilelab_torch.tiled_mm(a, a, variant=BLOCKED[0])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("config", BLOCKED)
+def test_blocked_aligned_copy_path(config):
+    """Above the launcher's size threshold (M*N*K*batch >= 2^29), an operand that
+    is unit-stride along m (A) / n (B) but not 16-byte aligned is first copied
+    into an aligned buffer (launch_blocked.cu): row-major B with odd N, a
+    column-major A with odd M, x[1:, 1:] views, and a broadcast (stride-0) batch
+    of B in tiled_bmm. The output buffer is poisoned with NaN."""
+    seed = fresh_seed()
+    cases = [
+        (torch.randn(1024, 1024, device="cuda"), torch.randn(1024, 1023, device="cuda")),  # B: N = 1023
+        (torch.randn(1024, 1023, device="cuda").t(), torch.randn(1024, 1024, device="cuda")),  # A col-major, M = 1023
+        (torch.randn(1025, 1025, device="cuda")[1:, 1:], torch.randn(1025, 1025, device="cuda")[1:, 1:]),
+        (torch.randn(1025, 1023, device="cuda")[1:, :].t(), torch.randn(1024, 1025, device="cuda")[:, 1:]),
+    ]
+    for a, b in cases:
+        assert a.shape[0] * a.shape[1] * b.shape[1] >= 2**29
+        poison = Poisoned(a.shape[0] * b.shape[1], torch.float32, "cuda")
+        out = tilelab_torch.tiled_mm(a, b, variant=config)
+        assert poison.reused(out)
+        err = rel_err(out, a, b)
+        assert err <= TOL[torch.float32], f"{config} {tuple(a.shape)} @ {tuple(b.shape)}: {err:.3g}, seed={seed}"
+    a = torch.randn(2, 1024, 512, device="cuda")
+    b = torch.randn(512, 1023, device="cuda").expand(2, 512, 1023)
+    out = tilelab_torch.tiled_bmm(a, b, variant=config)
+    ref = a.double() @ b.double()
+    scale = (a.double().abs() @ b.double().abs()).norm()
+    assert float((out.double() - ref).norm() / scale) <= TOL[torch.float32], f"{config} bmm seed={seed}"

@@ -3,6 +3,7 @@
 
 #include <type_traits>
 
+#include "aligned_copy.h"
 #include "kernels/blocked.cuh"
 #include "launch.h"
 
@@ -27,6 +28,18 @@ int copy_mode(const void* ptr, int64_t s_c, int64_t s_k, int64_t s_batch, int ba
   return s_k == 1 && s_c != 1 ? kCopyKFast : kCopyCFast;
 }
 
+// An operand that is unit-stride along m (A) / n (B) but whose rows are not
+// 16-byte aligned (row-major B with N % 4 != 0, such as 4095^3; a view like
+// x[1:, 1:]) would take the 4-byte copy path, which costs ~25% at 4095^3
+// (H200: 3.943 ms against 3.112 ms at 4096^3, run 3 of
+// benchmarks/results/h200-2026-11-21/blocked/). Above this size it is first
+// copied into a buffer with aligned rows (aligned_copy.h) and takes the float4
+// path: 4095^3 3.191 ms, 4097^3 3.913 (was 4.880) on the same H200 (run 4).
+// Break-even estimate: the copy costs a launch (~3 us) plus
+// 2 x 4 x K x N bytes at ~3 TB/s, the saving ~25% of 2MNK / 44 TFLOP/s; for
+// squares they cross near n = 800, hence M*N*K*batch >= 2^29 (~812^3).
+constexpr int64_t kAlignedCopyMinMNK = int64_t{1} << 29;
+
 // Calls fn(std::integral_constant<int, mode>) for the run-time mode.
 template <typename Fn>
 void with_mode(int mode, Fn&& fn) {
@@ -49,9 +62,20 @@ void launch_blocked(int config_index, const GemmProblem& p, cudaStream_t stream)
     static_assert(S::kThreads == c.threads, "blocked: the row's thread count must match its warp tiling");
     static_assert(c.pad == 4, "blocked: kPad = 4 (16-byte rows, conflict-free transposed stores)");
     const dim3 grid = grid_for(p, c.bm, c.bn), block(c.threads);
-    const int mode_a = copy_mode(p.a, p.sa_m, p.sa_k, p.sa_b, p.batch);
-    const int mode_b = copy_mode(p.b, p.sb_n, p.sb_k, p.sb_b, p.batch);
-    const auto args = GemmArgs<float>::from(p);
+    GemmProblem q = p;
+    at::Tensor a_copy, b_copy;  // alive until the launch is enqueued
+    const bool big = static_cast<int64_t>(p.M) * p.N * p.K * p.batch >= kAlignedCopyMinMNK;
+    if (big && q.sa_m == 1 && !rows_aligned16(q.a, q.sa_k, q.sa_b, q.batch, sizeof(float))) {
+      a_copy = aligned_copy(q.a, q.dtype, q.batch, q.K, q.M, q.sa_k, q.sa_b);  // stored [k][m]
+      q.a = a_copy.data_ptr();
+    }
+    if (big && q.sb_n == 1 && !rows_aligned16(q.b, q.sb_k, q.sb_b, q.batch, sizeof(float))) {
+      b_copy = aligned_copy(q.b, q.dtype, q.batch, q.K, q.N, q.sb_k, q.sb_b);  // stored [k][n]
+      q.b = b_copy.data_ptr();
+    }
+    const int mode_a = copy_mode(q.a, q.sa_m, q.sa_k, q.sa_b, q.batch);
+    const int mode_b = copy_mode(q.b, q.sb_n, q.sb_k, q.sb_b, q.batch);
+    const auto args = GemmArgs<float>::from(q);
     auto go = [&](auto kernel) {
       if constexpr (S::kSmemBytes > 48 * 1024) {
         C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,

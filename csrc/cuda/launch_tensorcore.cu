@@ -4,17 +4,13 @@
 // The kernel only reads operands through 16-byte cp.async, so every row start
 // of an operand must be 16-byte aligned. An operand that is not (half with an
 // odd leading dimension such as K = 4095, fp32 with a leading dimension not a
-// multiple of 4, a misaligned view) is first copied into a padded buffer whose
-// rows are: one elementwise copy on the current stream (a bandwidth-bound pass
-// over the operand, ~2 x 32 MB for a 4095^2 bf16 operand: tens of microseconds
-// against a ~0.5 ms GEMM), allocated through the PyTorch caching allocator and
-// released after the launch (the allocator's stream semantics keep the block
-// alive until the GEMM on that stream has read it). Cost: a transient extra
-// copy of that operand in device memory.
+// multiple of 4, a misaligned view) is first copied into a buffer whose rows
+// are (aligned_copy.h: one bandwidth-bound pass, ~2 x 32 MB for a 4095^2 bf16
+// operand, tens of microseconds against a ~0.5 ms GEMM).
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAFunctions.h>
 
+#include "aligned_copy.h"
 #include "kernels/tensorcore.cuh"
 #include "launch.h"
 
@@ -22,29 +18,6 @@ namespace tilelab {
 namespace {
 
 constexpr int kTcStages = 4;  // cp.async ring depth (see the table's summaries)
-
-// Every row start (and every batch start) of the operand is 16-byte aligned.
-bool rows_aligned16(const void* ptr, int64_t ld, int64_t batch_stride, int batch, size_t elem) {
-  return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && (ld * static_cast<int64_t>(elem)) % 16 == 0 &&
-         (batch == 1 || (batch_stride * static_cast<int64_t>(elem)) % 16 == 0);
-}
-
-// Copies operand `ptr` (batch x rows x cont in its stored orientation, unit
-// stride along cont) into a fresh buffer with 16-byte-aligned rows; returns the
-// buffer and sets ld / batch_stride to its strides.
-at::Tensor aligned_copy(const void* ptr, c10::ScalarType dtype, int batch, int64_t rows, int64_t cont,
-                        int64_t& ld, int64_t& batch_stride) {
-  const int64_t vec = 16 / static_cast<int64_t>(c10::elementSize(dtype));
-  const int64_t ld_pad = (cont + vec - 1) / vec * vec;
-  const auto opts = at::TensorOptions().dtype(dtype).device(at::kCUDA, c10::cuda::current_device());
-  const at::Tensor src = at::from_blob(const_cast<void*>(ptr), {batch, rows, cont},
-                                       {batch == 1 ? rows * ld : batch_stride, ld, 1}, opts);
-  at::Tensor dst = at::empty({batch, rows, ld_pad}, opts);
-  dst.narrow(2, 0, cont).copy_(src);
-  ld = ld_pad;
-  batch_stride = rows * ld_pad;
-  return dst;
-}
 
 template <typename T, int BM, int BN, int BK, int WMs, int WNs, bool kAK, bool kBK>
 void launch_one(const GemmProblem& p0, cudaStream_t stream, dim3 grid) {
