@@ -9,8 +9,10 @@ from conftest import TOL, TOL_TF32, Poisoned, fresh_seed, make_operand, rel_err
 pytestmark = pytest.mark.gpu
 
 HALF = [torch.bfloat16, torch.float16]
-HALF_ROWS = ["tensorcore_128x128x32", "tensorcore_128x256x32", "tensorcore_64x64x32"]
-TF32_ROWS = ["tensorcore_tf32_128x128x16", "tensorcore_tf32_64x64x16"]
+# The table's tensorcore rows (kernels() is the one source; a new row is tested without an edit here).
+_TC = [k for k in tilelab_torch.kernels("cuda") if k.family == "tensorcore"]
+HALF_ROWS = [k.name for k in _TC if not k.tf32]
+TF32_ROWS = [k.name for k in _TC if k.tf32]
 LAYOUTS = [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col")]
 # K = 1, 7 (tail inside one k-tile), 4095/4097 (odd rows: copied to an aligned buffer first);
 # odd N; a few shapes smaller than one tile.

@@ -6,9 +6,11 @@ import torch
 import tilelab_torch
 
 torch.set_float32_matmul_precision("high")
-for config, dtype in [("tensorcore_128x128x32", torch.bfloat16), ("tensorcore_128x256x32", torch.float16), ("tensorcore_64x64x32", torch.float16),
-                      ("tensorcore_tf32_128x128x16", torch.float32), ("tensorcore_tf32_64x64x16", torch.float32)]:
-    for M, N, K in [(1, 1, 1), (33, 17, 7), (130, 67, 45), (64, 64, 64)]:
+# Every tensorcore row of the table: half rows alternate bf16 / fp16, TF32 rows take fp32.
+rows = [k for k in tilelab_torch.kernels("cuda") if k.family == "tensorcore"]
+cases = [(k.name, torch.float32 if k.tf32 else (torch.bfloat16, torch.float16)[i % 2]) for i, k in enumerate(rows)]
+for config, dtype in cases:
+    for M, N, K in [(1, 1, 1), (33, 17, 7), (130, 67, 45), (64, 64, 64), (200, 300, 130)]:
         for ta in (False, True):
             for tb in (False, True):
                 a = torch.randn(K, M, dtype=dtype, device="cuda").t() if ta else torch.randn(M, K, dtype=dtype, device="cuda")

@@ -88,20 +88,27 @@ inline constexpr KernelConfig kConfigs[] = {
   {"padded_nopad_32x32x32",   "padded_nopad", Family::Padded, 32, 32, 32, 32, 1024, 0, kAllFloat, 0, "the padded kernel with kPad=0: the bank-conflict baseline"},
   // blocked: 8 x TN register tile per thread (TN = bm*bn / (threads*8)), warp tile 32 x 8*TN, 3-stage cp.async,
   // copy code fixed per operand layout at compile time (3 x 3 instantiations per row).
-  // Shipped: the winners of the H200 sweep in benchmarks/results/h200-2026-11-21/blocked/run3/; measured there
-  // and dropped, each slower than one of the two shipped rows on every shape of that sweep:
+  // Shipped: the winners of the H200 sweeps in benchmarks/results/h200-2026-11-21/blocked/run3/ and run4/;
+  // measured there and dropped, each slower than one of the shipped rows on every shape of that sweep:
   // blocked_128x128x8 (8x8, 256 thr: 3.765 ms at 4096^3, 5.026 at 4097^3 vs 4.733 for k16_64x64x16),
   // blocked_wide_128x256x8 (BK=8: 3.562 vs 3.112 ms at 4096^3), blocked_wide_128x128x16 (8x16 in
-  // 128-thread blocks, 2 blocks/SM: 3.386 ms at 4096^3, 4.911 at 4095^3).
+  // 128-thread blocks, 2 blocks/SM: 3.386 ms at 4096^3, 4.911 at 4095^3); blocked_wide_k32_128x256x32
+  // (BK=32, run4: 24.14 vs 24.65 ms at 8192^3, 3.074 vs 3.091 at 4096^3, but 0.408 vs 0.392 at 2048^3,
+  // and ptxas spilled 32-168 bytes in the 5 of its 9 copy-mode instantiations whose 4-byte copy paths
+  // hoist 32 per-copy offsets: not worth 2% at 8192^3).
   {"blocked_k16_64x64x16",    "blocked_k16",  Family::Blocked, 64, 64, 64,16,  128, 4, kF32,     80, "register-blocked 8x4 per thread, warp-tiled, BK=16, float4 + 3-stage cp.async, A k-major kPad=4"},
   {"blocked_wide_128x256x16", "blocked_wide", Family::Blocked,256,128,256,16,  256, 4, kF32,     80, "register-blocked 8x16 per thread, 128x256 block tile, BK=16, 3-stage cp.async"},
   // tensorcore: mma.sync, 4-stage cp.async pipeline (16-byte copies only; unaligned operands are copied
   // to an aligned buffer first), ldmatrix, register double buffering; 2 x (threads/64) warp grid.
-  // bk is 64 bytes of K per stage: 32 half elements or 16 fp32 (TF32) elements.
+  // bk is 64 bytes of K per stage (32 half / 16 fp32 elements), 128 bytes for the 128x256 rows (1 block/SM,
+  // 209-221 KB of shared memory): half the barriers per K. The half row beat its BK=32 twin on every shape
+  // measured (H200, benchmarks/results/h200-2026-11-21/tensorcore/run4/: bf16 4096^3 0.387 vs 0.403 ms,
+  // 8192^3 2.82-2.90 vs 3.06-3.09 ms, 4097^3 0.516 vs 0.549 ms), which it replaced.
   {"tensorcore_128x128x32",   "tensorcore",   Family::TensorCore, 128, 128, 128, 32, 128, 8, kF16 | kBF16, 80, "mma.sync m16n8k16 (fp32 acc), 4-stage cp.async + ldmatrix, 4 warps of 64x64, 2 blocks/SM"},
-  {"tensorcore_128x256x32",   "tensorcore",   Family::TensorCore, 256, 128, 256, 32, 256, 8, kF16 | kBF16, 80, "mma.sync m16n8k16 (fp32 acc), 4-stage cp.async + ldmatrix, 8 warps of 64x64"},
+  {"tensorcore_128x256x64",   "tensorcore",   Family::TensorCore, 256, 128, 256, 64, 256, 8, kF16 | kBF16, 80, "mma.sync m16n8k16 (fp32 acc), BK=64, 4-stage cp.async + ldmatrix, 8 warps of 64x64"},
   {"tensorcore_64x64x32",     "tensorcore",   Family::TensorCore,  64,  64,  64, 32, 128, 8, kF16 | kBF16, 80, "mma.sync m16n8k16 (fp32 acc), 4-stage cp.async + ldmatrix, 4 warps of 32x32"},
   {"tensorcore_tf32_128x128x16", "tensorcore_tf32", Family::TensorCore, 128, 128, 128, 16, 128, 4, kF32, 80, "TF32 mma.sync m16n8k8 (needs precision 'high'), 4-stage cp.async, 4 warps of 64x64", true},
+  {"tensorcore_tf32_128x256x32", "tensorcore_tf32", Family::TensorCore, 256, 128, 256, 32, 256, 4, kF32, 80, "TF32 mma.sync m16n8k8 (needs precision 'high'), BK=32, 4-stage cp.async, 8 warps of 64x64", true},
   {"tensorcore_tf32_64x64x16",   "tensorcore_tf32", Family::TensorCore,  64,  64,  64, 16, 128, 4, kF32, 80, "TF32 mma.sync m16n8k8 (needs precision 'high'), 4-stage cp.async, 4 warps of 32x32", true},
 };
 // clang-format on
@@ -206,42 +213,60 @@ inline Choice choose(const Problem& p, const DeviceInfo& d) {
   // Half precision always goes to the tensor cores; fp32 only when the user
   // allowed TF32 (torch.set_float32_matmul_precision("high"/"medium")), so the
   // default precision keeps IEEE fp32 on the textbook kernels below.
-  // Measured on an NVIDIA H200 (benchmarks/ab.py, tensorcore rows, row-major, after the
-  // 64x64-warp-tile rewrite; benchmarks/results/h200-2026-11-21/tensorcore/run3/), ms:
-  //   shape (bf16)   128x256x32  128x128x32  64x64x32  cuBLAS
-  //   4096^3            0.387       0.419      0.763     0.177
-  //   8192^3            3.005       3.278      5.700     1.460
-  //   4095^3            0.503       0.527      0.843     0.951
-  //   4097^3            0.553       0.582      0.970     1.095
-  //   1000^3            0.030       0.026      0.020     0.011
-  //   8x4096x4096       0.086       0.058      0.044     0.018
-  //  - >= 3 waves of 128x256 tiles: 128x256 (8 warps of 64x64) reads 25% fewer bytes from L2 per
-  //    MMA than 128x128; ncu at 4096^3 bf16: L2 throughput 69% vs 83%, tensor pipe 60% vs 53%.
-  //    (fp16 4095^3 is the one shape where it lost, 0.545 vs 0.536 ms.)
-  //  - at least one 128x128 tile per SM: 128x128 (4 warps of 64x64, 2 blocks/SM).
-  //  - fewer 128x128 tiles than SMs: 64x64 (4 warps of 32x32) fills more SMs.
-  //  TF32 (run3): 128x128x16 0.963 ms vs 64x64x16 1.555 at 4096^3; 64x64 wins below one tile per SM
-  //  (run1: 1000^3 0.040 vs 0.056 ms).
+  // Measured on an NVIDIA H200 (benchmarks/ab.py, tensorcore rows, row-major), ms. 128x256x64
+  // and the 128x128x32 column: benchmarks/results/h200-2026-11-21/tensorcore/run4/ab_half.txt
+  // (bf16; fp16 within a few % of it); 64x64x32 and the older 128x256x32 (BK=32): run3.
+  //   shape (bf16)   128x256x64  128x256x32  128x128x32  64x64x32  cuBLAS
+  //   8192^3         2.82-2.90   3.06-3.09       -          5.700     1.41-1.60
+  //   4096^3            0.387       0.403       0.428       0.763     0.193
+  //   4097^3            0.516       0.549       0.574       0.970     1.031
+  //   3072^3            0.194       0.207       0.221         -       0.082
+  //   2048^3            0.051       0.053       0.058         -       0.027
+  //   1536^3            0.038       0.042       0.042         -       0.016
+  //   1000^3            0.029       0.030       0.026       0.020     0.011
+  //   8x4096x4096         -         0.086       0.058       0.044     0.018
+  //  - >= half a wave of 128x256 tiles (1536^3 has 72 on 132 SMs and still wins): 128x256x64, 8
+  //    warps of 64x64; it reads 25% fewer bytes from L2 per MMA than 128x128 (ncu at 4096^3 bf16,
+  //    run3: L2 throughput 69% vs 83%, tensor pipe 60% vs 53%) and BK=64 halves the barriers per K.
+  //    Unless the 256-wide tiles cover > 25% more of C than 128-wide ones (N <= 128, say): the
+  //    MMAs on the padding are wasted, so those shapes stay on 128x128.
+  //  - at least 3/4 of a 128x128 tile per SM: 128x128 (4 warps of 64x64, 2 blocks/SM); GPT-2's
+  //    grad-weight shape 2304x768x1024 (108 tiles on 132 SMs): 0.025 vs 0.028 ms for 64x64
+  //    (tensorcore/run5/ab_gpt2_bf16.txt), 1000^3 (64 tiles): 0.026 vs 0.020 ms, 64x64 wins.
+  //  - fewer: 64x64 (4 warps of 32x32) fills more SMs.
+  //  TF32 (run4/ab_tf32.txt), ms:
+  //   shape          tf32_128x256x32  tf32_128x128x16  tf32_64x64x16  cuBLAS (TF32)
+  //   8192^3              7.104            7.803          12.621        3.114
+  //   4096^3              0.903            1.017           1.631        0.418
+  //   4097^3              1.291            1.391           1.962        1.197
+  //   2048^3              0.117            0.130           0.199        0.053
+  //   1536^3              0.089            0.094           0.096        0.039
+  //   1000^3              0.064            0.045           0.033        0.018
+  //  the same three rules as half precision.
   const bool half = p.dtype == c10::ScalarType::Half || p.dtype == c10::ScalarType::BFloat16;
   const bool tf32 = p.dtype == c10::ScalarType::Float && p.allow_tf32;
   if (half || tf32) {
     const int64_t tiles256 = ((p.M + 127) / 128) * ((p.N + 255) / 256);
-    if (half && tiles256 >= 3 * static_cast<int64_t>(d.num_sms)) {
-      ch = pick("tensorcore_128x256x32",
-                "tensor cores, >= 3 waves of 128x256 tiles: 25% fewer L2 bytes per MMA than 128x128 "
-                "(measured bf16 4096^3 0.387 vs 0.419 ms, 8192^3 3.005 vs 3.278 ms on an H200)");
+    // N rounded up to whole 256- and 128-wide tiles: how much of C each tiling covers.
+    const int64_t n_pad256 = (p.N + 255) / 256 * 256, n_pad128 = (p.N + 127) / 128 * 128;
+    if (2 * tiles256 >= static_cast<int64_t>(d.num_sms) && 4 * n_pad256 <= 5 * n_pad128) {
+      ch = pick(half ? "tensorcore_128x256x64" : "tensorcore_tf32_128x256x32",
+                "tensor cores, >= half a wave of 128x256 tiles: 25% fewer L2 bytes per MMA than 128x128, "
+                "128 bytes of K per stage (measured on an H200 against 128x128: bf16 4096^3 0.387 vs 0.428 "
+                "ms, 2048^3 0.051 vs 0.058, 1536^3 0.038 vs 0.042; TF32 4096^3 0.903 vs 1.017 ms, 8192^3 "
+                "7.10 vs 7.80, 1536^3 0.089 vs 0.094)");
       if (ch.cfg) return ch;
     }
     const int64_t tiles128 = ((p.M + 127) / 128) * ((p.N + 127) / 128);
-    if (tiles128 >= d.num_sms) {
+    if (4 * tiles128 >= 3 * static_cast<int64_t>(d.num_sms)) {
       ch = pick(half ? "tensorcore_128x128x32" : "tensorcore_tf32_128x128x16",
-                "tensor cores, at least one 128x128 tile per SM: 64x64 warp tiles, 2 blocks/SM "
-                "(measured bf16 4096^3 0.419 vs 0.763 ms, TF32 4096^3 0.963 vs 1.555 ms against "
-                "64x64 blocks on an H200)");
+                "tensor cores, at least 3/4 of a 128x128 tile per SM: 64x64 warp tiles, 2 blocks/SM "
+                "(measured bf16 4096^3 0.419 vs 0.763 ms, 2304x768x1024 (108 tiles) 0.025 vs 0.028 ms, "
+                "TF32 4096^3 0.963 vs 1.555 ms against 64x64 blocks on an H200)");
       if (ch.cfg) return ch;
     }
     ch = pick(half ? "tensorcore_64x64x32" : "tensorcore_tf32_64x64x16",
-              "tensor cores, fewer 128x128 tiles than SMs: 64x64 tiles fill more SMs (measured "
+              "tensor cores, fewer 128x128 tiles than 3/4 of the SMs: 64x64 tiles fill more SMs (measured "
               "bf16 1000^3 0.020 vs 0.026 ms, 8x4096x4096 0.044 vs 0.058 ms against 128x128, "
               "TF32 1000^3 0.040 vs 0.056 ms, on an H200)");
     if (ch.cfg) return ch;
@@ -250,34 +275,32 @@ inline Choice choose(const Problem& p, const DeviceInfo& d) {
   // --- fp32: the blocked (register-tiled, cp.async-pipelined) kernels -----
   // BLOCKED_RULES_BEGIN
   // Measured on an NVIDIA H200 (benchmarks/ab.py --dtypes fp32, full fp32
-  // precision; benchmarks/results/h200-2026-11-21/blocked/run3/ab.txt), ms:
-  //   shape            wide_128x256x16  k16_64x64x16  cuBLAS
-  //   8192^3               24.577         32.174      21.496
-  //   4096^3                3.112          3.864       2.696
-  //   4095^3                3.943          4.584       2.849
-  //   4097^3                4.880          4.733       3.115
-  //   4096x11008x4096       8.516         10.334       7.401
-  //   2048^3                0.391          0.501       0.343
-  //   1024^3                0.198          0.072       0.065
-  //   1000^3                0.196          0.069       0.064
-  //   128x4096x4096         0.764          0.162       0.098
-  //   8x4096x4096           0.760          0.147       0.047
+  // precision; benchmarks/results/h200-2026-11-21/blocked/run4/ab_fp32.txt,
+  // misaligned operands already copied to aligned rows by the launcher), ms:
+  //   shape          wide_128x256x16  (wide_k32, dropped)  k16_64x64x16  cuBLAS
+  //   8192^3             24.645            24.138            32.675      21.695
+  //   4096^3              3.091             3.074             3.891       2.684
+  //   4095^3              3.191             3.194             3.979       2.868
+  //   4097^3              3.913             3.905             4.065       3.142
+  //   2048^3              0.392             0.408             0.500       0.346
+  //   1024^3              0.200             0.204             0.072       0.065
+  //   1023^3              0.217             0.227             0.082       0.065
+  //   1000^3              0.197             0.204             0.069       0.064
+  //   333x777x555         0.149             0.189             0.032       0.020
   // blocked_* is fp32 only: other dtypes fall through.
   if (p.dtype == c10::ScalarType::Float) {
     const int64_t tiles_wide = ((p.M + 127) / 128) * ((p.N + 255) / 256);
-    const int64_t n_tail = p.N % 256;
-    if (4 * tiles_wide >= 3 * d.num_sms && (n_tail == 0 || n_tail > 128)) {
+    if (4 * tiles_wide >= 3 * d.num_sms) {
       ch = pick("blocked_wide_128x256x16",
-                "fp32, >= 3/4 of a 128x256 tile per SM and no mostly-empty last column of tiles: the "
-                "8x16 thread tile with BK=16 (H200: 3.112 vs 3.864 ms at 4096^3, 24.58 vs 32.17 ms at "
-                "8192^3, 0.391 vs 0.501 ms at 2048^3, 3.943 vs 4.584 ms at 4095^3 against "
+                "fp32, >= 3/4 of a 128x256 tile per SM: the 8x16 thread tile with BK=16 (H200: 3.091 vs "
+                "3.891 ms at 4096^3, 0.392 vs 0.500 ms at 2048^3, 3.913 vs 4.065 ms at 4097^3 against "
                 "blocked_k16_64x64x16)");
       if (ch.cfg) return ch;
     }
     ch = pick("blocked_k16_64x64x16",
-              "fp32 with few 128x256 tiles or a ragged N edge: 64x64 tiles fill the SMs (H200: 0.072 vs "
-              "0.198 ms at 1024^3, 0.069 vs 0.196 at 1000^3, 0.147 vs 0.760 at 8x4096x4096, 4.733 vs "
-              "4.880 at 4097^3 against blocked_wide_128x256x16)");
+              "fp32 with fewer 128x256 tiles than 3/4 of the SMs: 64x64 tiles fill the SMs (H200: 0.072 "
+              "vs 0.200 ms at 1024^3, 0.069 vs 0.197 at 1000^3, 0.082 vs 0.217 at 1023^3 against "
+              "blocked_wide_128x256x16)");
     if (ch.cfg) return ch;
   }
   // BLOCKED_RULES_END
