@@ -215,7 +215,8 @@ inline Choice choose(const Problem& p, const DeviceInfo& d) {
   // default precision keeps IEEE fp32 on the textbook kernels below.
   // Measured on an NVIDIA H200 (benchmarks/ab.py, tensorcore rows, row-major), ms. 128x256x64
   // and the 128x128x32 column: benchmarks/results/h200-2026-11-21/tensorcore/run4/ab_half.txt
-  // (bf16; fp16 within a few % of it); 64x64x32 and the older 128x256x32 (BK=32): run3.
+  // (bf16; fp16 within a few % of it), as is 128x256x32, the BK=32 row that 128x256x64 replaced;
+  // the 64x64x32 column and the 8x4096x4096 row: run3.
   //   shape (bf16)   128x256x64  128x256x32  128x128x32  64x64x32  cuBLAS
   //   8192^3         2.82-2.90   3.06-3.09       -          5.700     1.41-1.60
   //   4096^3            0.387       0.403       0.428       0.763     0.193
