@@ -43,9 +43,11 @@ slug=$( (nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1
 slug=$(echo "$slug" | tr 'A-Z' 'a-z' | sed -e 's/^nvidia //' -e 's/geforce //' | awk '{print $1}' | tr -cd 'a-z0-9-')
 RES=${1:-benchmarks/results/${slug:-gpu}-$(date +%Y-%m-%d)}
 mkdir -p "$RES"
-LOG=${LOGDIR:+$LOGDIR/run_all.log}
-LOG=${LOG:-$RES/run_all.log}
+# The log lives in the results folder (so results.tgz carries it; the device
+# machine returns a handful of files per call) and is copied to $OUT at the end.
+LOG=$RES/run_all.log
 : >"$LOG"
+[ "${BUILD:-0}" = 1 ] && cp "${LOGDIR:-/tmp}/build.log" "$RES/build.log"
 say() { echo "$@" | tee -a "$LOG"; }
 say "# results: $RES"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv 2>&1 | tee "$RES/gpu.txt" | tee -a "$LOG"
@@ -109,6 +111,7 @@ for s in $STEPS; do
 done
 say ""; say "# total: $(( $(date +%s) - t_start )) s; results in $RES"
 if [ -n "$LOGDIR" ]; then
+  cp "$LOG" "$LOGDIR/run_all.log"
   cp "$RES/results.md" "$LOGDIR/" 2>/dev/null
   cp "$RES/roofline.png" "$LOGDIR/" 2>/dev/null
   tar czf "$LOGDIR/results.tgz" -C "$(dirname "$RES")" "$(basename "$RES")"
