@@ -30,20 +30,21 @@ def _need_sm80():
         pytest.skip("tensor-core kernels need compute capability 8.0")
 
 
-@pytest.fixture
-def highest():
+def _precision(value):
     old = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
+    torch.set_float32_matmul_precision(value)
     yield
     torch.set_float32_matmul_precision(old)
+
+
+@pytest.fixture
+def highest():
+    yield from _precision("highest")
 
 
 @pytest.fixture
 def high():
-    old = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("high")
-    yield
-    torch.set_float32_matmul_precision(old)
+    yield from _precision("high")
 
 
 def _run(config, dtype, shape, la, lb, tol):

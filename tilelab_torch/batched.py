@@ -10,7 +10,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .ops import check_same_kind
+from .ops import check_same_kind, save_operands_setup_context
 
 
 def tiled_bmm(a: Tensor, b: Tensor, *, variant: Optional[str] = None, tile: Optional[int] = None) -> Tensor:
@@ -90,13 +90,6 @@ def _tiled_addmm_fake(bias: Tensor, a: Tensor, b: Tensor, *, variant: Optional[s
 
 
 # ------------------------------------------------------------------ autograd
-def _bmm_setup_context(ctx, inputs, keyword_only_inputs, output) -> None:
-    a, b = inputs
-    ctx.variant = keyword_only_inputs.get("variant")
-    ctx.tile = keyword_only_inputs.get("tile")
-    ctx.save_for_backward(a if ctx.needs_input_grad[1] else None, b if ctx.needs_input_grad[0] else None)
-
-
 def _bmm_backward(ctx, grad: Tensor):
     a, b = ctx.saved_tensors
     grad_a = grad_b = None
@@ -108,7 +101,7 @@ def _bmm_backward(ctx, grad: Tensor):
     return grad_a, grad_b
 
 
-torch.library.register_autograd("tilelab::tiled_bmm", _bmm_backward, setup_context=_bmm_setup_context)
+torch.library.register_autograd("tilelab::tiled_bmm", _bmm_backward, setup_context=save_operands_setup_context)
 
 
 def _addmm_setup_context(ctx, inputs, keyword_only_inputs, output) -> None:

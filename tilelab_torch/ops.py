@@ -64,7 +64,9 @@ def _tiled_mm_fake(a: Tensor, b: Tensor, *, variant: Optional[str] = None, tile:
     return a.new_empty((a.shape[0], b.shape[1]))
 
 
-def _tiled_mm_setup_context(ctx, inputs, keyword_only_inputs, output) -> None:
+def save_operands_setup_context(ctx, inputs, keyword_only_inputs, output) -> None:
+    """setup_context of the two-operand products (tiled_mm, tiled_bmm): the
+    override (variant, tile) and each operand only where the other's gradient needs it."""
     a, b = inputs
     ctx.variant = keyword_only_inputs.get("variant")
     ctx.tile = keyword_only_inputs.get("tile")
@@ -83,7 +85,7 @@ def _tiled_mm_backward(ctx, grad: Tensor):
 
 
 torch.library.register_autograd(
-    "tilelab::tiled_mm", _tiled_mm_backward, setup_context=_tiled_mm_setup_context
+    "tilelab::tiled_mm", _tiled_mm_backward, setup_context=save_operands_setup_context
 )
 
 
