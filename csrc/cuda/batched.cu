@@ -50,13 +50,12 @@ at::Tensor tiled_bmm_cuda(const at::Tensor& a, const at::Tensor& b,
   const auto* a0 = static_cast<const char*>(A.t.data_ptr());
   const auto* b0 = static_cast<const char*>(Bo.t.data_ptr());
   auto* c0 = static_cast<char*>(out.data_ptr());
-  const cudaStream_t stream = at::cuda::getCurrentCUDAStream(a.get_device()).stream();
   for (int64_t z0 = 0; z0 < B; z0 += kMaxGridZ) {
     p.batch = static_cast<int>(std::min(kMaxGridZ, B - z0));
     p.a = a0 + z0 * A.s_batch * esize;
     p.b = b0 + z0 * Bo.s_batch * esize;
     p.c = c0 + z0 * p.sc_b * esize;
-    launch(*choice.cfg, p, stream);
+    launch(*choice.cfg, p);
   }
   return out;
 }
@@ -78,7 +77,7 @@ at::Tensor tiled_addmm_cuda(const at::Tensor& bias, const at::Tensor& a, const a
   p.bias = bv.data_ptr();
   p.sbias_m = bv.stride(0);
   p.sbias_n = bv.stride(1);
-  launch(*choice.cfg, p, at::cuda::getCurrentCUDAStream(a.get_device()).stream());
+  launch(*choice.cfg, p);
   return out;
 }
 

@@ -32,8 +32,8 @@ Choice choose_for(const Problem& pr, int device, std::optional<c10::string_view>
 // (M, N) tensor), no bias, batch 1; callers add a bias or batch strides.
 GemmProblem gemm_problem(const Problem& pr, const Operand& a, const Operand& b, at::Tensor& out);
 
-// Launch the kernel of table row `cfg` for problem `p` on `stream` (the
-// family launchers check the launch).
-void launch(const KernelConfig& cfg, const GemmProblem& p, cudaStream_t stream);
+// Launch the kernel of table row `cfg` for problem `p` on the current CUDA
+// stream of the current device (the family launchers check the launch).
+void launch(const KernelConfig& cfg, const GemmProblem& p);
 
 }  // namespace tilelab

@@ -15,14 +15,15 @@
 
 namespace tilelab {
 
-// `stream` is always the caller's at::cuda::getCurrentCUDAStream() (tiled_mm.cu,
-// batched.cu): every launch runs on PyTorch's current stream, so streams, CUDA
-// graphs and torch.compile(mode="reduce-overhead") see it.
-void launch_naive(int config_index, const GemmProblem& p, cudaStream_t stream);
-void launch_tiled(int config_index, const GemmProblem& p, cudaStream_t stream);
-void launch_padded(int config_index, const GemmProblem& p, cudaStream_t stream);
-void launch_blocked(int config_index, const GemmProblem& p, cudaStream_t stream);
-void launch_tensorcore(int config_index, const GemmProblem& p, cudaStream_t stream);
+// Each launcher runs its kernels on at::cuda::getCurrentCUDAStream() of the
+// current device (the callers, tiled_mm.cu and batched.cu, hold a CUDAGuard
+// for the operands' device), so streams, CUDA graphs and
+// torch.compile(mode="reduce-overhead") see every launch.
+void launch_naive(int config_index, const GemmProblem& p);
+void launch_tiled(int config_index, const GemmProblem& p);
+void launch_padded(int config_index, const GemmProblem& p);
+void launch_blocked(int config_index, const GemmProblem& p);
+void launch_tensorcore(int config_index, const GemmProblem& p);
 
 namespace detail {
 template <Family F, int I, typename Fn>

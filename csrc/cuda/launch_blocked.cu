@@ -1,4 +1,5 @@
 // Instantiates the blocked family: each table row x 3 copy modes of A x 3 of B, fp32 only.
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
 #include <type_traits>
@@ -53,7 +54,9 @@ void with_mode(int mode, Fn&& fn) {
 
 }  // namespace
 
-void launch_blocked(int config_index, const GemmProblem& p, cudaStream_t stream) {
+void launch_blocked(int config_index, const GemmProblem& p) {
+  // PyTorch's current stream of the device the caller's CUDAGuard selected.
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
   TORCH_CHECK(p.dtype == at::kFloat, "tilelab: the blocked kernels are fp32 only");
   const bool found = visit_family<Family::Blocked>(config_index, [&](auto row) {
     constexpr KernelConfig c = kConfigs[decltype(row)::value];

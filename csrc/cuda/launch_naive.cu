@@ -1,5 +1,6 @@
 // Instantiates the naive family: one kernel per dtype; the table's tiles only
 // change the (run-time) block shape.
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
 #include "kernels/naive.cuh"
@@ -7,7 +8,9 @@
 
 namespace tilelab {
 
-void launch_naive(int config_index, const GemmProblem& p, cudaStream_t stream) {
+void launch_naive(int config_index, const GemmProblem& p) {
+  // PyTorch's current stream of the device the caller's CUDAGuard selected.
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
   const bool found = visit_family<Family::Naive>(config_index, [&](auto row) {
     constexpr KernelConfig c = kConfigs[decltype(row)::value];
     static_assert(c.bm == c.bn && c.bm * c.bn == c.threads, "naive: a T x T block, one thread per output");

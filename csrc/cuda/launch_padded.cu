@@ -1,5 +1,6 @@
 // Instantiates the padded family: each table row (tile, kPad) x {even,
 // predicated} x dtype.
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
 #include "kernels/padded.cuh"
@@ -7,7 +8,9 @@
 
 namespace tilelab {
 
-void launch_padded(int config_index, const GemmProblem& p, cudaStream_t stream) {
+void launch_padded(int config_index, const GemmProblem& p) {
+  // PyTorch's current stream of the device the caller's CUDAGuard selected.
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
   const bool found = visit_family<Family::Padded>(config_index, [&](auto row) {
     constexpr KernelConfig c = kConfigs[decltype(row)::value];
     static_assert(c.bm == c.bn && c.bn == c.bk && c.bm * c.bn == c.threads,

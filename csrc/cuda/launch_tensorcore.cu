@@ -7,6 +7,7 @@
 // multiple of 4, a misaligned view) is first copied into a buffer whose rows
 // are (aligned_copy.h: one bandwidth-bound pass, ~2 x 32 MB for a 4095^2 bf16
 // operand, tens of microseconds against a ~0.5 ms GEMM).
+#include <ATen/cuda/CUDAContext.h>
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAException.h>
 
@@ -54,7 +55,9 @@ void launch_layouts(const GemmProblem& p, cudaStream_t stream, dim3 grid) {
 
 }  // namespace
 
-void launch_tensorcore(int config_index, const GemmProblem& p, cudaStream_t stream) {
+void launch_tensorcore(int config_index, const GemmProblem& p) {
+  // PyTorch's current stream of the device the caller's CUDAGuard selected.
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
   const bool found = visit_family<Family::TensorCore>(config_index, [&](auto row) {
     constexpr KernelConfig c = kConfigs[decltype(row)::value];
     constexpr int kWarps = c.threads / 32, kWarpsM = 2, kWarpsN = kWarps / kWarpsM;

@@ -1,4 +1,5 @@
 // Instantiates the tiled family: each table row x {even, predicated} x dtype.
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
 #include "kernels/tiled.cuh"
@@ -6,7 +7,9 @@
 
 namespace tilelab {
 
-void launch_tiled(int config_index, const GemmProblem& p, cudaStream_t stream) {
+void launch_tiled(int config_index, const GemmProblem& p) {
+  // PyTorch's current stream of the device the caller's CUDAGuard selected.
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
   const bool found = visit_family<Family::Tiled>(config_index, [&](auto row) {
     constexpr KernelConfig c = kConfigs[decltype(row)::value];
     static_assert(c.bm == c.bn && c.bn == c.bk && c.bm * c.bn == c.threads,

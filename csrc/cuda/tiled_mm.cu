@@ -33,14 +33,14 @@ const DeviceInfo& device_info(int index) {
   return *cache[index];
 }
 
-void launch(const KernelConfig& cfg, const GemmProblem& p, cudaStream_t stream) {
+void launch(const KernelConfig& cfg, const GemmProblem& p) {
   const int index = static_cast<int>(&cfg - kConfigs);
   switch (cfg.family) {
-    case Family::Naive: return launch_naive(index, p, stream);
-    case Family::Tiled: return launch_tiled(index, p, stream);
-    case Family::Padded: return launch_padded(index, p, stream);
-    case Family::Blocked: return launch_blocked(index, p, stream);
-    case Family::TensorCore: return launch_tensorcore(index, p, stream);
+    case Family::Naive: return launch_naive(index, p);
+    case Family::Tiled: return launch_tiled(index, p);
+    case Family::Padded: return launch_padded(index, p);
+    case Family::Blocked: return launch_blocked(index, p);
+    case Family::TensorCore: return launch_tensorcore(index, p);
   }
   TORCH_CHECK(false, "tilelab: no launcher for family of ", cfg.name);
 }
@@ -111,7 +111,7 @@ at::Tensor tiled_mm_cuda(const at::Tensor& a, const at::Tensor& b,
   if (pr.K == 0) return out.zero_();
 
   const GemmProblem p = gemm_problem(pr, r.a, r.b, out);
-  launch(*r.choice.cfg, p, at::cuda::getCurrentCUDAStream(a.get_device()).stream());
+  launch(*r.choice.cfg, p);
   return out;
 }
 
