@@ -48,7 +48,10 @@ std::string kernel_table_json() {
       os << (first ? "" : ", ") << "\"" << dtype_str(t) << "\"";
       first = false;
     }
-    os << "], \"tf32\": " << (c.tf32 ? "true" : "false") << ", \"summary\": \"" << c.summary
+    // The hopper rows exist only in sm_90a builds (configs.h: kBuiltForSm90a).
+    const bool compiled = built_with_cuda() && (c.family != Family::Hopper || kBuiltForSm90a);
+    os << "], \"tf32\": " << (c.tf32 ? "true" : "false") << ", \"compiled\": " << (compiled ? "true" : "false")
+       << ", \"summary\": \"" << c.summary
        << "\"}";
   }
   os << "]}";

@@ -128,7 +128,7 @@ def _kernels() -> tuple:
             name=c["name"], variant=c["variant"], family=c["family"], tile=c["tile"], device="cuda",
             block=(c["bm"], c["bn"], c["bk"]), threads=c["threads"], pad=c["pad"], min_sm=c["min_sm"],
             dtypes=tuple(getattr(torch, d.split(".")[1]) for d in c["dtypes"]),
-            compiled=table["built_with_cuda"], summary=c["summary"], tf32=bool(c.get("tf32", False)),
+            compiled=bool(c.get("compiled", table["built_with_cuda"])), summary=c["summary"], tf32=bool(c.get("tf32", False)),
         )
         for c in table["configs"]
     ]

@@ -24,7 +24,7 @@
 
 namespace tilelab {
 
-enum class Family : int { Naive, Tiled, Padded, Blocked, TensorCore };
+enum class Family : int { Naive, Tiled, Padded, Blocked, TensorCore, Hopper };
 
 inline const char* family_name(Family f) {
   switch (f) {
@@ -33,9 +33,19 @@ inline const char* family_name(Family f) {
     case Family::Padded: return "padded";
     case Family::Blocked: return "blocked";
     case Family::TensorCore: return "tensorcore";
+    case Family::Hopper: return "hopper";
   }
   return "?";
 }
+
+// Whether this build carries sm_90a device code (TORCH_CUDA_ARCH_LIST with
+// "9.0a"; setup.py turns a plain "9.0" into it): the hopper family's wgmma and
+// TMA kernels exist only then, and run only on compute capability 9.0.
+#ifdef TILELAB_SM90A
+inline constexpr bool kBuiltForSm90a = true;
+#else
+inline constexpr bool kBuiltForSm90a = false;
+#endif
 
 // Dtypes a config supports, as a bit mask.
 enum DtypeBits : unsigned {
@@ -110,6 +120,12 @@ inline constexpr KernelConfig kConfigs[] = {
   {"tensorcore_tf32_128x128x16", "tensorcore_tf32", Family::TensorCore, 128, 128, 128, 16, 128, 4, kF32, 80, "TF32 mma.sync m16n8k8 (needs precision 'high'), 4-stage cp.async, 4 warps of 64x64", true},
   {"tensorcore_tf32_128x256x32", "tensorcore_tf32", Family::TensorCore, 256, 128, 256, 32, 256, 4, kF32, 80, "TF32 mma.sync m16n8k8 (needs precision 'high'), BK=32, 4-stage cp.async, 8 warps of 64x64", true},
   {"tensorcore_tf32_64x64x16",   "tensorcore_tf32", Family::TensorCore,  64,  64,  64, 16, 128, 4, kF32, 80, "TF32 mma.sync m16n8k8 (needs precision 'high'), 4-stage cp.async, 4 warps of 32x32", true},
+  // hopper: wgmma + TMA (sm_90a builds, compute capability 9.0 only). 3 warpgroups: one producer thread
+  // issuing TMA copies into a ring of 128-byte-swizzled stages (4 x 48 KB for 128x256, 6 x 32 KB for
+  // 128x128), two consumer warpgroups of 64 x BN fp32 accumulators each. pad 0: the swizzle, not padding,
+  // keeps TMA writes and wgmma reads conflict-free.
+  {"hopper_128x256x64",       "hopper",       Family::Hopper, 256, 128, 256, 64, 384, 0, kF16 | kBF16, 90, "wgmma m64n256k16 (fp32 acc) + TMA, 128B swizzle, 4-stage mbarrier ring, producer + 2 consumer warpgroups"},
+  {"hopper_128x128x64",       "hopper",       Family::Hopper, 128, 128, 128, 64, 384, 0, kF16 | kBF16, 90, "wgmma m64n128k16 (fp32 acc) + TMA, 128B swizzle, 6-stage mbarrier ring, producer + 2 consumer warpgroups"},
 };
 // clang-format on
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
@@ -166,6 +182,12 @@ inline std::string unsupported_reason(const KernelConfig& c, const Problem& p, c
   } else if (d.sm < c.min_sm) {
     os << c.name << " needs compute capability " << c.min_sm / 10 << "." << c.min_sm % 10
        << " but cuda:" << d.index << " is " << d.sm / 10 << "." << d.sm % 10;
+  } else if (c.family == Family::Hopper && !kBuiltForSm90a) {
+    os << c.name << " is not in this build: wgmma/TMA need the sm_90a target (rebuild with "
+       << "TORCH_CUDA_ARCH_LIST=9.0a, or 9.0, which setup.py builds as 9.0a)";
+  } else if (c.family == Family::Hopper && d.sm != 90) {
+    os << c.name << " runs only on compute capability 9.0 (H100/H200: sm_90a code) but cuda:" << d.index
+       << " is " << d.sm / 10 << "." << d.sm % 10;
   } else if (c.tf32 && !p.allow_tf32) {
     os << c.name << " computes in TF32 (10-bit mantissa), which fp32 inputs may only use when "
        << "TF32 is allowed: call torch.set_float32_matmul_precision(\"high\") (or \"medium\") "
@@ -246,10 +268,41 @@ inline Choice choose(const Problem& p, const DeviceInfo& d) {
   //  the same three rules as half precision.
   const bool half = p.dtype == c10::ScalarType::Half || p.dtype == c10::ScalarType::BFloat16;
   const bool tf32 = p.dtype == c10::ScalarType::Float && p.allow_tf32;
+  const int64_t tiles256 = ((p.M + 127) / 128) * ((p.N + 255) / 256);
+  const int64_t tiles128 = ((p.M + 127) / 128) * ((p.N + 127) / 128);
+  // N rounded up to whole 256- and 128-wide tiles: how much of C each tiling covers.
+  const int64_t n_pad256 = (p.N + 255) / 256 * 256, n_pad128 = (p.N + 127) / 128 * 128;
+  // HOPPER_RULES_BEGIN
+  // --- wgmma + TMA (hopper family): half precision on sm_90 in an sm_90a build ---
+  // Measured on an NVIDIA H200 (benchmarks/ab.py, row-major, bf16; fp16 within ~8%;
+  // benchmarks/results/h200-2026-11-21/hopper/run1/ab_half.txt), ms:
+  //   shape      hopper_128x256x64  hopper_128x128x64  tensorcore_128x256x64  cuBLAS
+  //   8192^3          1.644              1.895               3.302           1.569
+  //   4096^3          0.204              0.237               0.351           0.174
+  //   4095^3          0.328              0.351               0.469           0.929
+  //   4097^3          0.451              0.530               0.513           1.032
+  //   2048^3          0.034              0.037               0.051           0.027
+  //   1024^3          0.020              0.014               0.030           0.009
+  // wgmma beats mma.sync by 1.4-2x wherever a wave of tiles fills the GPU; the tile rules
+  // are those of the mma.sync rows below (same tile shapes, same wave arithmetic).
+  if (half) {
+    if (2 * tiles256 >= static_cast<int64_t>(d.num_sms) && 4 * n_pad256 <= 5 * n_pad128) {
+      ch = pick("hopper_128x256x64",
+                "sm_90 half precision, >= half a wave of 128x256 tiles: wgmma + TMA (H200: bf16 4096^3 0.204 "
+                "ms vs 0.237 for hopper_128x128x64 and 0.351 for tensorcore_128x256x64; 8192^3 1.644 vs "
+                "1.895 and 3.302; 2048^3 0.034 vs 0.037 and 0.051)");
+      if (ch.cfg) return ch;
+    }
+    if (4 * tiles128 >= 3 * static_cast<int64_t>(d.num_sms)) {
+      ch = pick("hopper_128x128x64",
+                "sm_90 half precision, >= 3/4 of a 128x128 tile per SM: wgmma + TMA with 128-wide tiles "
+                "(H200: bf16 1024^3 0.014 ms vs 0.020 for hopper_128x256x64 and 0.030 for "
+                "tensorcore_128x256x64)");
+      if (ch.cfg) return ch;
+    }
+  }
+  // HOPPER_RULES_END
   if (half || tf32) {
-    const int64_t tiles256 = ((p.M + 127) / 128) * ((p.N + 255) / 256);
-    // N rounded up to whole 256- and 128-wide tiles: how much of C each tiling covers.
-    const int64_t n_pad256 = (p.N + 255) / 256 * 256, n_pad128 = (p.N + 127) / 128 * 128;
     if (2 * tiles256 >= static_cast<int64_t>(d.num_sms) && 4 * n_pad256 <= 5 * n_pad128) {
       ch = pick(half ? "tensorcore_128x256x64" : "tensorcore_tf32_128x256x32",
                 "tensor cores, >= half a wave of 128x256 tiles: 25% fewer L2 bytes per MMA than 128x128, "
@@ -258,7 +311,6 @@ inline Choice choose(const Problem& p, const DeviceInfo& d) {
                 "7.10 vs 7.80, 1536^3 0.089 vs 0.094)");
       if (ch.cfg) return ch;
     }
-    const int64_t tiles128 = ((p.M + 127) / 128) * ((p.N + 127) / 128);
     if (4 * tiles128 >= 3 * static_cast<int64_t>(d.num_sms)) {
       ch = pick(half ? "tensorcore_128x128x32" : "tensorcore_tf32_128x128x16",
                 "tensor cores, at least 3/4 of a 128x128 tile per SM: 64x64 warp tiles, 2 blocks/SM "

@@ -24,6 +24,7 @@ void launch_tiled(int config_index, const GemmProblem& p);
 void launch_padded(int config_index, const GemmProblem& p);
 void launch_blocked(int config_index, const GemmProblem& p);
 void launch_tensorcore(int config_index, const GemmProblem& p);
+void launch_hopper(int config_index, const GemmProblem& p);
 
 namespace detail {
 template <Family F, int I, typename Fn>

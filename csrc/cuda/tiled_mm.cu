@@ -41,6 +41,7 @@ void launch(const KernelConfig& cfg, const GemmProblem& p) {
     case Family::Padded: return launch_padded(index, p);
     case Family::Blocked: return launch_blocked(index, p);
     case Family::TensorCore: return launch_tensorcore(index, p);
+    case Family::Hopper: return launch_hopper(index, p);
   }
   TORCH_CHECK(false, "tilelab: no launcher for family of ", cfg.name);
 }

@@ -1,0 +1,109 @@
+"""The hopper family (wgmma + TMA, sm_90a): K tails and odd K, M/N edges of every
+box, both layouts, misaligned views (copied to aligned rows), batches with a
+broadcast operand, the bias epilogue, and the dispatcher's use of it on sm_90."""
+import pytest
+import torch
+
+import tilelab_torch
+from conftest import TOL, Poisoned, fresh_seed, kernel_runs_here, make_operand, rel_err
+
+pytestmark = pytest.mark.gpu
+
+HALF = [torch.bfloat16, torch.float16]
+# The table's hopper rows (kernels() is the one source; a new row is tested without an edit here).
+ROWS = [k for k in tilelab_torch.kernels("cuda") if k.family == "hopper"]
+ROW_NAMES = [k.name for k in ROWS]
+LAYOUTS = [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col")]
+# K = 1, 7 (tail inside one 64-wide k-tile), 64, 1000 (the 4- and 6-stage rings wrap several
+# times), 4095/4097 (odd rows: copied to an aligned buffer first); M and N ragged against
+# the 64-wide boxes and the 128/256-wide tiles; one multiple of every tile.
+SHAPES = [(1, 1, 1), (5, 3, 7), (70, 33, 1), (129, 257, 64), (200, 300, 1000), (64, 65, 4095),
+          (65, 127, 4097), (300, 520, 200), (256, 512, 512)]
+
+
+@pytest.fixture(autouse=True)
+def _need_hopper():
+    if not ROWS:
+        pytest.skip("the table has no hopper rows")
+    why = kernel_runs_here(ROWS[0])
+    if why:
+        pytest.skip(why)
+
+
+@pytest.mark.parametrize("la,lb", LAYOUTS, ids=lambda x: x)
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("dtype", HALF, ids=["bf16", "fp16"])
+@pytest.mark.parametrize("config", ROW_NAMES)
+def test_odd_shapes(config, dtype, shape, la, lb):
+    M, N, K = shape
+    seed = fresh_seed()
+    a = make_operand(M, K, la, dtype, "cuda")
+    b = make_operand(K, N, lb, dtype, "cuda")
+    poison = Poisoned(M * N, dtype, "cuda")
+    out = tilelab_torch.tiled_mm(a, b, variant=config)
+    assert poison.reused(out)
+    assert not torch.isnan(out).any(), f"{config} {shape} {la}{lb}: unwritten output, seed={seed}"
+    err = rel_err(out, a, b)
+    assert err <= TOL[dtype], f"{config} {dtype} {shape} {la}A {lb}B: rel err {err:.3g}, seed={seed}"
+
+
+@pytest.mark.parametrize("config", ROW_NAMES)
+def test_misaligned_views(config):
+    """Rows that start 2 bytes off 16-byte alignment and padded leading dimensions of every residue."""
+    seed = fresh_seed()
+    dtype = torch.bfloat16
+    for off in (0, 1, 3, 7):
+        for ld in (300, 301, 304):
+            base = torch.randn(310 * ld + 16, dtype=dtype, device="cuda")
+            a = base[off:off + 300 * ld].view(300, ld)[:, : 290 - off]
+            b = torch.randn(ld, 270, dtype=dtype, device="cuda")[1:, 3:200][: a.shape[1]]
+            for x, y, what in ((a, b, "row-major"), (b.t(), a.t(), "column-major")):
+                out = tilelab_torch.tiled_mm(x, y, variant=config)
+                err = rel_err(out, x, y)
+                assert err <= TOL[dtype], f"{config} {what} off={off} ld={ld}: {err:.3g}, seed={seed}"
+
+
+@pytest.mark.parametrize("config", ROW_NAMES)
+@pytest.mark.parametrize("dtype", HALF, ids=["bf16", "fp16"])
+def test_bmm_broadcast_and_bias(config, dtype):
+    """Batched operands (3-D tensor maps), a stride-0 batch, an odd batch stride, and addmm's bias."""
+    seed = fresh_seed()
+    tol = TOL[dtype]
+    a = torch.randn(3, 130, 200, device="cuda", dtype=dtype)
+    b = torch.randn(3, 200, 300, device="cuda", dtype=dtype)
+    cases = {
+        "dense": (a, b),
+        "broadcast B": (a, torch.randn(200, 300, device="cuda", dtype=dtype).expand(3, 200, 300)),
+        "broadcast A": (torch.randn(130, 200, device="cuda", dtype=dtype).expand(3, 130, 200), b),
+        "column-major": (a.transpose(1, 2).contiguous().transpose(1, 2), b.transpose(1, 2).contiguous().transpose(1, 2)),
+        # batch stride 130*201+1 elements: not a multiple of 16 bytes, copied first
+        "odd batch stride": (torch.randn(3 * (130 * 201 + 1), device="cuda", dtype=dtype)
+                             .as_strided((3, 130, 200), (130 * 201 + 1, 201, 1)), b),
+    }
+    for name, (x, y) in cases.items():
+        out = torch.ops.tilelab.tiled_bmm(x, y, variant=config)
+        ref = x.double() @ y.double()
+        err = float((out.double() - ref).norm() / (x.double().abs() @ y.double().abs()).norm())
+        assert err <= tol, f"{config} {name}: {err:.3g}, seed={seed}"
+    bias = torch.randn(300, device="cuda", dtype=dtype)
+    out = torch.ops.tilelab.tiled_addmm(bias, a[0], b[0], variant=config)
+    ref = torch.addmm(bias.double(), a[0].double(), b[0].double())
+    err = float((out.double() - ref).norm() / ref.norm())
+    assert err <= tol, f"{config} addmm: {err:.3g}, seed={seed}"
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=["bf16", "fp16"])
+def test_auto_uses_hopper_for_large_half(dtype):
+    """On sm_90 the dispatcher sends large half-precision products to wgmma, aligned or not."""
+    for M, N, K in [(4096, 4096, 4096), (4095, 4095, 4095), (2048, 2048, 2048)]:
+        a = torch.randn(M, K, device="cuda", dtype=dtype)
+        b = torch.randn(K, N, device="cuda", dtype=dtype)
+        e = tilelab_torch.explain(a, b)
+        assert e.kernel.startswith("hopper_"), e
+        assert rel_err(torch.ops.tilelab.tiled_mm(a, b), a, b) <= TOL[dtype]
+
+
+def test_refused_for_fp32():
+    a = torch.randn(64, 64, device="cuda")
+    with pytest.raises(RuntimeError, match="does not support torch.float32"):
+        tilelab_torch.tiled_mm(a, a, variant="hopper")
