@@ -1,18 +1,20 @@
 """The hopper family (wgmma + TMA, sm_90a): K tails and odd K, M/N edges of every
 box, both layouts, misaligned views (copied to aligned rows), batches with a
-broadcast operand, the bias epilogue, and the dispatcher's use of it on sm_90."""
+broadcast operand, the bias epilogue, the TF32 rows (only by consent; operands
+that are not K-major copied transposed), and the dispatcher's use of it on sm_90."""
 import pytest
 import torch
 
 import tilelab_torch
-from conftest import TOL, Poisoned, fresh_seed, kernel_runs_here, make_operand, rel_err
+from conftest import TOL, TOL_TF32, Poisoned, fresh_seed, kernel_runs_here, make_operand, rel_err
 
 pytestmark = pytest.mark.gpu
 
 HALF = [torch.bfloat16, torch.float16]
 # The table's hopper rows (kernels() is the one source; a new row is tested without an edit here).
 ROWS = [k for k in tilelab_torch.kernels("cuda") if k.family == "hopper"]
-ROW_NAMES = [k.name for k in ROWS]
+ROW_NAMES = [k.name for k in ROWS if not k.tf32]
+TF32_NAMES = [k.name for k in ROWS if k.tf32]
 LAYOUTS = [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col")]
 # K = 1, 7 (tail inside one 64-wide k-tile), 64, 1000 (the 4- and 6-stage rings wrap several
 # times), 4095/4097 (odd rows: copied to an aligned buffer first); M and N ragged against
@@ -30,11 +32,47 @@ def _need_hopper():
         pytest.skip(why)
 
 
+@pytest.fixture
+def high():
+    old = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    yield
+    torch.set_float32_matmul_precision(old)
+
+
 @pytest.mark.parametrize("la,lb", LAYOUTS, ids=lambda x: x)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("dtype", HALF, ids=["bf16", "fp16"])
 @pytest.mark.parametrize("config", ROW_NAMES)
 def test_odd_shapes(config, dtype, shape, la, lb):
+    _run(config, dtype, shape, la, lb, TOL[dtype])
+
+
+@pytest.mark.parametrize("la,lb", LAYOUTS, ids=lambda x: x)
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("config", TF32_NAMES)
+def test_tf32_odd_shapes(high, config, shape, la, lb):
+    err = _run(config, torch.float32, shape, la, lb, TOL_TF32)
+    if shape[2] >= 64:
+        assert err > 1e-6, f"{config} {shape}: error {err:.3g} is below TF32's level: not on TF32 tensor cores?"
+
+
+def test_tf32_refused_at_default_precision():
+    a = torch.randn(64, 64, device="cuda")
+    assert torch.get_float32_matmul_precision() == "highest"
+    with pytest.raises(RuntimeError, match=r'set_float32_matmul_precision\("high"\)'):
+        tilelab_torch.tiled_mm(a, a, variant="hopper_tf32")
+
+
+def test_auto_uses_hopper_tf32_under_high(high):
+    a = torch.randn(2048, 1000, device="cuda")
+    b = torch.randn(1000, 2048, device="cuda")
+    assert tilelab_torch.explain(a, b).kernel.startswith("hopper_tf32_")
+    err = rel_err(torch.ops.tilelab.tiled_mm(a, b), a, b)
+    assert 1e-6 < err <= TOL_TF32, err
+
+
+def _run(config, dtype, shape, la, lb, tol):
     M, N, K = shape
     seed = fresh_seed()
     a = make_operand(M, K, la, dtype, "cuda")
@@ -44,14 +82,16 @@ def test_odd_shapes(config, dtype, shape, la, lb):
     assert poison.reused(out)
     assert not torch.isnan(out).any(), f"{config} {shape} {la}{lb}: unwritten output, seed={seed}"
     err = rel_err(out, a, b)
-    assert err <= TOL[dtype], f"{config} {dtype} {shape} {la}A {lb}B: rel err {err:.3g}, seed={seed}"
+    assert err <= tol, f"{config} {dtype} {shape} {la}A {lb}B: rel err {err:.3g}, seed={seed}"
+    return err
 
 
-@pytest.mark.parametrize("config", ROW_NAMES)
-def test_misaligned_views(config):
-    """Rows that start 2 bytes off 16-byte alignment and padded leading dimensions of every residue."""
+@pytest.mark.parametrize("config", ROW_NAMES + TF32_NAMES)
+def test_misaligned_views(high, config):
+    """Rows that start one element off 16-byte alignment and padded leading dimensions of every residue."""
     seed = fresh_seed()
-    dtype = torch.bfloat16
+    dtype = torch.float32 if config in TF32_NAMES else torch.bfloat16
+    tol = TOL_TF32 if dtype == torch.float32 else TOL[dtype]
     for off in (0, 1, 3, 7):
         for ld in (300, 301, 304):
             base = torch.randn(310 * ld + 16, dtype=dtype, device="cuda")
@@ -60,15 +100,15 @@ def test_misaligned_views(config):
             for x, y, what in ((a, b, "row-major"), (b.t(), a.t(), "column-major")):
                 out = tilelab_torch.tiled_mm(x, y, variant=config)
                 err = rel_err(out, x, y)
-                assert err <= TOL[dtype], f"{config} {what} off={off} ld={ld}: {err:.3g}, seed={seed}"
+                assert err <= tol, f"{config} {what} off={off} ld={ld}: {err:.3g}, seed={seed}"
 
 
-@pytest.mark.parametrize("config", ROW_NAMES)
-@pytest.mark.parametrize("dtype", HALF, ids=["bf16", "fp16"])
-def test_bmm_broadcast_and_bias(config, dtype):
+@pytest.mark.parametrize("config,dtype", [(c, d) for c in ROW_NAMES for d in HALF] +
+                         [(c, torch.float32) for c in TF32_NAMES])
+def test_bmm_broadcast_and_bias(high, config, dtype):
     """Batched operands (3-D tensor maps), a stride-0 batch, an odd batch stride, and addmm's bias."""
     seed = fresh_seed()
-    tol = TOL[dtype]
+    tol = TOL_TF32 if dtype == torch.float32 else TOL[dtype]
     a = torch.randn(3, 130, 200, device="cuda", dtype=dtype)
     b = torch.randn(3, 200, 300, device="cuda", dtype=dtype)
     cases = {

@@ -126,6 +126,10 @@ inline constexpr KernelConfig kConfigs[] = {
   // keeps TMA writes and wgmma reads conflict-free.
   {"hopper_128x256x64",       "hopper",       Family::Hopper, 256, 128, 256, 64, 384, 0, kF16 | kBF16, 90, "wgmma m64n256k16 (fp32 acc) + TMA, 128B swizzle, 4-stage mbarrier ring, producer + 2 consumer warpgroups"},
   {"hopper_128x128x64",       "hopper",       Family::Hopper, 128, 128, 128, 64, 384, 0, kF16 | kBF16, 90, "wgmma m64n128k16 (fp32 acc) + TMA, 128B swizzle, 6-stage mbarrier ring, producer + 2 consumer warpgroups"},
+  // TF32: the same kernel with 32 fp32 elements (128 bytes) of K per stage; wgmma reads tf32 only K-major,
+  // so a column-major A / row-major B is copied transposed first.
+  {"hopper_tf32_128x256x32",  "hopper_tf32",  Family::Hopper, 256, 128, 256, 32, 384, 0, kF32, 90, "TF32 wgmma m64n256k8 (needs precision 'high') + TMA, 4-stage ring, K-major operands (others copied transposed)", true},
+  {"hopper_tf32_128x128x32",  "hopper_tf32",  Family::Hopper, 128, 128, 128, 32, 384, 0, kF32, 90, "TF32 wgmma m64n128k8 (needs precision 'high') + TMA, 6-stage ring, K-major operands (others copied transposed)", true},
 };
 // clang-format on
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
@@ -273,33 +277,49 @@ inline Choice choose(const Problem& p, const DeviceInfo& d) {
   // N rounded up to whole 256- and 128-wide tiles: how much of C each tiling covers.
   const int64_t n_pad256 = (p.N + 255) / 256 * 256, n_pad128 = (p.N + 127) / 128 * 128;
   // HOPPER_RULES_BEGIN
-  // --- wgmma + TMA (hopper family): half precision on sm_90 in an sm_90a build ---
-  // Measured on an NVIDIA H200 (benchmarks/ab.py, row-major, bf16; fp16 within ~8%;
-  // benchmarks/results/h200-2026-11-21/hopper/run1/ab_half.txt), ms:
-  //   shape      hopper_128x256x64  hopper_128x128x64  tensorcore_128x256x64  cuBLAS
-  //   8192^3          1.644              1.895               3.302           1.569
-  //   4096^3          0.204              0.237               0.351           0.174
-  //   4095^3          0.328              0.351               0.469           0.929
-  //   4097^3          0.451              0.530               0.513           1.032
-  //   2048^3          0.034              0.037               0.051           0.027
-  //   1024^3          0.020              0.014               0.030           0.009
-  // wgmma beats mma.sync by 1.4-2x wherever a wave of tiles fills the GPU; the tile rules
-  // are those of the mma.sync rows below (same tile shapes, same wave arithmetic).
-  if (half) {
+  // --- wgmma + TMA (hopper family): sm_90 in an sm_90a build; half precision, and fp32 under TF32 ---
+  // Measured on an NVIDIA H200 (benchmarks/ab.py, row-major operands), ms. bf16 (fp16 within ~8%):
+  // benchmarks/results/h200-2026-11-21/hopper/run1/ab_half.txt (squares), run2/ab_small.txt (the rest):
+  //   shape           hopper_128x256x64  hopper_128x128x64  tensorcore_128x256x64  tensorcore_64x64x32  cuBLAS
+  //   8192^3               1.644              1.895              3.302                  -            1.569
+  //   4096^3               0.204              0.237              0.351                  -            0.174
+  //   4095^3               0.328              0.351              0.469                  -            0.929
+  //   2048^3               0.034              0.037              0.051                  -            0.027
+  //   1536^3               0.026                -                  -                    -            0.015
+  //   3072x768x1024        0.021              0.023                -                  0.036          0.013
+  //   2304x768x1024        0.021              0.015                -                  0.028          0.013
+  //   1024^3               0.020              0.014              0.030                0.018          0.009
+  //   1024x768x50257       0.577              0.375                -                  0.655          0.618
+  //   128x4096x4096          -                0.029                -                  0.047          0.018
+  //   8x4096x4096            -                0.028                -                  0.043          0.018
+  //   512^3                  -                0.010                -                  0.011          0.007
+  //  - >= half a wave of 128x256 tiles (3072x768x1024 has 72 on 132 SMs and still wins): 128x256,
+  //    with the mma.sync rows' padding exception (256-wide tiles covering > 25% more of C than 128-wide);
+  //  - anything smaller: 128x128. It beat the mma.sync 64x64 row on every smaller shape of run2
+  //    (19 GPT-2, skinny and small square shapes), so no mma.sync row is left for half on sm_90.
+  // TF32 (run2/ab_tf32.txt): hopper_tf32_128x256x32 / hopper_tf32_128x128x32 / tensorcore_tf32_128x256x32
+  // / cuBLAS TF32: 4096^3 0.506 / 0.563 / 0.894 / 0.343; 8192^3 4.23 / 4.15 / 7.07 / 3.09; 2048^3 0.086 /
+  // 0.093 / 0.117 / 0.051; 1024^3: hopper_tf32_128x128x32 0.027 vs tensorcore_tf32_64x64x16 0.032. Those
+  // times include the transposed copy of the row-major B (TF32 wgmma reads only K-major operands): the
+  // hopper TF32 rows are used only while that copy (8 bytes per element moved, ~3 TB/s) stays small next
+  // to the product (~250 TFLOP/s): elements copied x 1000 <= M*N*K (M >= ~1000 for a row-major B); a
+  // skinny M keeps the mma.sync TF32 rows, which read either layout in place.
+  const double tf32_copied = (p.a_row_major ? 0.0 : static_cast<double>(p.M) * p.K) +
+                             (p.b_row_major ? static_cast<double>(p.K) * p.N : 0.0);
+  const bool tf32_hopper = tf32 && tf32_copied * 1000.0 <= static_cast<double>(p.M) * p.N * p.K;
+  if (half || tf32_hopper) {
     if (2 * tiles256 >= static_cast<int64_t>(d.num_sms) && 4 * n_pad256 <= 5 * n_pad128) {
-      ch = pick("hopper_128x256x64",
-                "sm_90 half precision, >= half a wave of 128x256 tiles: wgmma + TMA (H200: bf16 4096^3 0.204 "
-                "ms vs 0.237 for hopper_128x128x64 and 0.351 for tensorcore_128x256x64; 8192^3 1.644 vs "
-                "1.895 and 3.302; 2048^3 0.034 vs 0.037 and 0.051)");
+      ch = pick(half ? "hopper_128x256x64" : "hopper_tf32_128x256x32",
+                "sm_90, >= half a wave of 128x256 tiles: wgmma + TMA (H200: bf16 4096^3 0.204 ms vs 0.237 "
+                "for hopper_128x128x64 and 0.351 for tensorcore_128x256x64; 8192^3 1.644 vs 1.895 and 3.302; "
+                "TF32 4096^3 0.506 vs 0.563 and 0.894 for tensorcore_tf32_128x256x32)");
       if (ch.cfg) return ch;
     }
-    if (4 * tiles128 >= 3 * static_cast<int64_t>(d.num_sms)) {
-      ch = pick("hopper_128x128x64",
-                "sm_90 half precision, >= 3/4 of a 128x128 tile per SM: wgmma + TMA with 128-wide tiles "
-                "(H200: bf16 1024^3 0.014 ms vs 0.020 for hopper_128x256x64 and 0.030 for "
-                "tensorcore_128x256x64)");
-      if (ch.cfg) return ch;
-    }
+    ch = pick(half ? "hopper_128x128x64" : "hopper_tf32_128x128x32",
+              "sm_90, fewer than half a wave of 128x256 tiles: wgmma + TMA with 128x128 tiles (H200: bf16 "
+              "1024^3 0.014 ms vs 0.018 for tensorcore_64x64x32, 8x4096x4096 0.028 vs 0.043, 2304x768x1024 "
+              "0.015 vs 0.021 for hopper_128x256x64; TF32 1024^3 0.027 vs 0.032 for tensorcore_tf32_64x64x16)");
+    if (ch.cfg) return ch;
   }
   // HOPPER_RULES_END
   if (half || tf32) {

@@ -1,14 +1,18 @@
-// Instantiates the hopper family (wgmma + TMA, sm_90a): each table row x
-// operand layouts (A row/col, B row/col) x {half, bfloat16}, and builds the
-// TMA tensor maps the kernel reads its operands through.
+// Instantiates the hopper family (wgmma + TMA, sm_90a): each half row x operand
+// layouts (A row/col, B row/col) x {half, bfloat16}, each TF32 row x float
+// (K-major operands only), and builds the TMA tensor maps the kernel reads its
+// operands through.
 //
 // A tensor map needs a 16-byte aligned base and row / batch strides that are
 // multiples of 16 bytes. An operand that is not (an odd leading dimension such
 // as K = 4095, a misaligned view) is first copied into a buffer whose rows are
-// (aligned_copy.h), as for the tensorcore family.
+// (aligned_copy.h), as for the tensorcore family. TF32 wgmma reads only
+// K-major operands: a column-major A or a row-major B is copied transposed
+// (transpose_kernel below: one bandwidth-bound pass over the operand).
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
@@ -41,15 +45,18 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
 CUtensorMap make_map(const void* ptr, c10::ScalarType dtype, int64_t cont, int64_t rows, int64_t batch, int64_t ld,
                      int64_t bstride, int box_rows) {
   CUtensorMap map;
-  const int64_t esz = 2;
+  const int64_t esz = static_cast<int64_t>(c10::elementSize(dtype));
+  const CUtensorMapDataType type = dtype == at::kFloat      ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                                   : dtype == at::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                            : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   const cuuint64_t dims[3] = {static_cast<cuuint64_t>(cont), static_cast<cuuint64_t>(rows),
                               static_cast<cuuint64_t>(batch)};
   const cuuint64_t strides[2] = {static_cast<cuuint64_t>(ld * esz),
                                  static_cast<cuuint64_t>((batch > 1 ? bstride : rows * ld) * esz)};
-  const cuuint32_t box[3] = {static_cast<cuuint32_t>(hopper::kBox), static_cast<cuuint32_t>(box_rows), 1};
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(128 / esz), static_cast<cuuint32_t>(box_rows), 1};
   const cuuint32_t elem_strides[3] = {1, 1, 1};
   const CUresult r = encode_tiled()(
-      &map, dtype == at::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3,
+      &map, type, 3,
       const_cast<void*>(ptr), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
       CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   TORCH_CHECK(r == CUDA_SUCCESS, "tilelab: cuTensorMapEncodeTiled failed (error ", static_cast<int>(r),
@@ -78,13 +85,74 @@ void launch_one(const GemmProblem& p0, cudaStream_t stream, dim3 grid) {
     p.b = b_copy.data_ptr();
   }
   // Boxes: A K-major 64 (k) x 128 (m), else 64 (m) x 64 (k); B K-major 64 (k) x BN (n), else 64 (n) x 64 (k).
+  constexpr int kTileK = hopper::tile_k<T>();
   const CUtensorMap map_a = kAK ? make_map(p.a, p.dtype, p.K, p.M, a_batch ? p.batch : 1, lda, p.sa_b, hopper::kTileM)
-                                : make_map(p.a, p.dtype, p.M, p.K, a_batch ? p.batch : 1, lda, p.sa_b, hopper::kTileK);
+                                : make_map(p.a, p.dtype, p.M, p.K, a_batch ? p.batch : 1, lda, p.sa_b, kTileK);
   const CUtensorMap map_b = kBK ? make_map(p.b, p.dtype, p.K, p.N, b_batch ? p.batch : 1, ldb, p.sb_b, BN)
-                                : make_map(p.b, p.dtype, p.N, p.K, b_batch ? p.batch : 1, ldb, p.sb_b, hopper::kTileK);
+                                : make_map(p.b, p.dtype, p.N, p.K, b_batch ? p.batch : 1, ldb, p.sb_b, kTileK);
   kernel<<<grid, hopper::kThreads, smem, stream>>>(map_a, map_b, GemmArgs<T>::from(p), a_batch ? 1 : 0,
                                                    b_batch ? 1 : 0);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// out[z][c][r] = in[z][r][c] through 32 x 32 shared-memory tiles (padded by one
+// column against bank conflicts), so both the reads and the writes coalesce.
+// (torch's copy_ of a transposed view reads with a stride and ran at about half
+// this speed.)
+template <typename T>
+__global__ void transpose_kernel(const T* __restrict__ in, T* __restrict__ out, int rows, int cols, int64_t ld_in,
+                                 int64_t bs_in, int64_t ld_out, int64_t bs_out) {
+  __shared__ T tile[32][33];
+  const int c0 = blockIdx.x * 32, r0 = blockIdx.y * 32;
+  in += blockIdx.z * bs_in;
+  out += blockIdx.z * bs_out;
+  for (int i = threadIdx.y; i < 32; i += 8) {
+    const int r = r0 + i, c = c0 + threadIdx.x;
+    if (r < rows && c < cols) tile[i][threadIdx.x] = in[r * ld_in + c];
+  }
+  __syncthreads();
+  for (int i = threadIdx.y; i < 32; i += 8) {
+    const int c = c0 + i, r = r0 + threadIdx.x;
+    if (r < rows && c < cols) out[c * ld_out + r] = tile[threadIdx.x][i];
+  }
+}
+
+// Copies an fp32 operand stored [batch][rows][cont] (unit stride along cont,
+// `ld` between rows, `bstride` between batches) transposed into a fresh
+// [batch][cont][rows rounded up to 4] buffer; sets ld / bstride to its strides.
+at::Tensor transposed_copy(const void* ptr, int batch, int64_t rows, int64_t cont, int64_t& ld, int64_t& bstride) {
+  const int64_t ld_pad = (rows + 3) / 4 * 4;
+  const auto opts = at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, c10::cuda::current_device());
+  at::Tensor dst = at::empty({batch, cont, ld_pad}, opts);
+  TORCH_CHECK(rows < (int64_t{1} << 31) && cont < (int64_t{1} << 31), "tilelab: operand too large to transpose");
+  const dim3 grid((cont + 31) / 32, (rows + 31) / 32, batch), block(32, 8);
+  transpose_kernel<float><<<grid, block, 0, at::cuda::getCurrentCUDAStream().stream()>>>(
+      static_cast<const float*>(ptr), dst.data_ptr<float>(), static_cast<int>(rows), static_cast<int>(cont), ld,
+      batch == 1 ? 0 : bstride, ld_pad, cont * ld_pad);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  ld = ld_pad;
+  bstride = cont * ld_pad;
+  return dst;
+}
+
+// TF32: copy a column-major A / row-major B into K-major (transposed) buffers.
+void launch_tf32(const GemmProblem& p0, cudaStream_t stream, dim3 grid, int bn) {
+  GemmProblem p = p0;
+  at::Tensor a_t, b_t;  // alive until the launch is enqueued
+  if (p.sa_k != 1) {    // A stored [k][m]: copy to [m][k]
+    a_t = transposed_copy(p.a, p.batch, p.K, p.M, p.sa_k, p.sa_b);
+    p.a = a_t.data_ptr();
+    p.sa_m = p.sa_k;  // transposed_copy set sa_k to the new row stride
+    p.sa_k = 1;
+  }
+  if (!(p.sb_k == 1 && p.sb_n != 1)) {  // B stored [k][n]: copy to [n][k]
+    b_t = transposed_copy(p.b, p.batch, p.K, p.N, p.sb_k, p.sb_b);
+    p.b = b_t.data_ptr();
+    p.sb_n = p.sb_k;
+    p.sb_k = 1;
+  }
+  if (bn == 256) launch_one<float, 256, true, true>(p, stream, grid);
+  else launch_one<float, 128, true, true>(p, stream, grid);
 }
 
 template <typename T, int BN>
@@ -104,11 +172,17 @@ void launch_hopper(int config_index, const GemmProblem& p) {
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
   const bool found = visit_family<Family::Hopper>(config_index, [&](auto row) {
     constexpr KernelConfig c = kConfigs[decltype(row)::value];
-    static_assert(c.bm == hopper::kTileM && c.bk == hopper::kTileK && c.threads == hopper::kThreads,
-                  "hopper rows: 128 x BN x 64 tiles, 3 warpgroups");
-    static_assert(c.dtypes == (kF16 | kBF16), "hopper rows take float16/bfloat16");
+    static_assert(c.bm == hopper::kTileM && c.threads == hopper::kThreads, "hopper rows: 128 x BN tiles, 3 warpgroups");
     static_assert(c.min_sm == 90, "wgmma and TMA need sm_90(a)");
     const dim3 grid = grid_for(p, c.bm, c.bn);
+    if constexpr (c.tf32) {
+      static_assert(c.dtypes == kF32 && c.bk == hopper::tile_k<float>(), "TF32 rows: fp32, 32 of K per stage");
+      TORCH_CHECK(p.dtype == at::kFloat, "tilelab: ", c.name, " needs float32 inputs");
+      launch_tf32(p, stream, grid, c.bn);
+      return;
+    }
+    static_assert(c.tf32 || (c.dtypes == (kF16 | kBF16) && c.bk == hopper::tile_k<c10::Half>()),
+                  "half rows: float16/bfloat16, 64 of K per stage");
     if (p.dtype == at::kHalf)
       launch_layouts<c10::Half, c.bn>(p, stream, grid);
     else if (p.dtype == at::kBFloat16)

@@ -1,6 +1,7 @@
 #pragma once
 // Kernel family `hopper`: warpgroup MMA (wgmma) fed by the tensor memory
-// accelerator (TMA), bf16/fp16 with fp32 accumulation. sm_90a only: the body
+// accelerator (TMA), bf16/fp16 with fp32 accumulation, and fp32 inputs on TF32
+// tensor cores (only by consent, like the tensorcore_tf32 rows). sm_90a only: the body
 // is compiled only for that target (__CUDA_ARCH_FEAT_SM90_ALL, i.e.
 // TORCH_CUDA_ARCH_LIST=9.0a); elsewhere the kernel is an empty stub the
 // chooser never picks (configs.h: kBuiltForSm90a, and the device must be sm_90).
@@ -14,21 +15,22 @@
 // signals an mbarrier when the bytes have landed.
 //
 // A block (384 threads = 3 warpgroups) computes a 128 x BN tile of C:
-//   warpgroup 0, the producer: one thread walks K in BK = 64 steps, waits for a
-//     free stage of the kStages-deep shared-memory ring (its `empty` mbarrier),
+//   warpgroup 0, the producer: one thread walks K in steps of 128 bytes (BK = 64
+//     half or 32 fp32 elements), waits for a free stage of the kStages-deep shared-memory ring (its `empty` mbarrier),
 //     and issues the TMA copies of the A and B tiles into it (`full` mbarrier,
 //     completed by the copies' byte count). It gives its registers away
 //     (setmaxnreg.dec) so the consumers can have more.
 //   warpgroups 1 and 2, the consumers: each owns 64 rows of the tile, keeps its
 //     64 x BN accumulators in registers (BN/2 floats a thread), waits for a full
-//     stage, issues 4 wgmma (k16 each) on it, and releases the previous stage
+//     stage, issues 4 wgmma on it (32 bytes of K each: k16 half, k8 TF32), and
+//     releases the previous stage
 //     once its own wgmma group on that stage has completed (one group stays in
 //     flight, so the tensor cores never wait on the release).
 //
 // Shared memory: every tile is stored in the 128-byte swizzle of the TMA
 // (CU_TENSOR_MAP_SWIZZLE_128B), which is also the layout wgmma reads without
-// bank conflicts. A box is 64 elements (128 bytes) wide along its contiguous
-// dimension:
+// bank conflicts. A box is 128 bytes wide along its contiguous dimension (64
+// half elements; the half layouts below):
 //   A row-major (k contiguous, "K-major"):   one box of 128 (m) x 64 (k);
 //   A column-major (m contiguous, "M-major"): two boxes of 64 (k) x 64 (m);
 //   B column-major (k contiguous):            one box of BN (n) x 64 (k);
@@ -38,6 +40,11 @@
 // further along a K-major row, 16 rows = 2 KB further in an M/N-major box),
 // the stride between 8-row groups (SBO = 1024 bytes) and, for M/N-major
 // operands, between 64-element boxes (LBO = 8 KB).
+//
+// TF32: wgmma reads tf32 operands only K-major, so the launcher hands over
+// row-major A and column-major B (a transposed copy of an operand that is not);
+// boxes are 32 (k) fp32 elements wide. wgmma uses the top 19 bits of each fp32
+// value (the low mantissa bits are ignored, not rounded).
 //
 // Boundary safety: any M, N, K >= 1. The TMA zero-fills every element of a box
 // outside the tensor (the K tail contributes exact zeros; rows and columns past
@@ -62,9 +69,13 @@ namespace tilelab {
 namespace hopper {
 
 constexpr int kTileM = 128;       // rows of C per block: two consumer warpgroups of 64
-constexpr int kTileK = 64;        // K per stage: one 128-byte swizzle row of 16-bit elements
-constexpr int kBox = 64;          // elements along a box's contiguous dimension (128 bytes)
-constexpr int kBoxBytes = 64 * 128;  // a 64 x 64 box
+// K per stage: one 128-byte swizzle row (64 half / 32 fp32 elements); also a
+// box's extent along its contiguous dimension.
+template <typename T>
+constexpr int tile_k() {
+  return 128 / static_cast<int>(sizeof(T));
+}
+constexpr int kBoxBytes = 64 * 128;  // a 64 (rows) x 128-byte box
 constexpr int kThreads = 384;     // producer + 2 consumer warpgroups
 constexpr int kConsumerWarps = 8;
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;  // 40*128 + 232*256 <= 64K registers
@@ -72,7 +83,7 @@ constexpr int kGroupM = 8;        // grouped rasterization, as in the tensorcore
 
 template <int BN>
 constexpr int stage_bytes() {
-  return (kTileM + BN) * kTileK * 2;
+  return (kTileM + BN) * 128;
 }
 // Stages: as many as fit in ~192 KB, at most 6 (128x256: 4 of 48 KB; 128x128: 6 of 32 KB).
 template <int BN>
@@ -173,10 +184,24 @@ __device__ __forceinline__ void fence_regs(float (&d)[R]) {
                : __VA_ARGS__                                                                      \
                : "l"(desc_a), "l"(desc_b), "r"(1), "n"(kTransA), "n"(kTransB))
 
+// TF32 (K-major operands only: no transpose immediates).
+#define TILELAB_WGMMA_TF32(N, REGS, DA, DB, SC, ...)                                                  \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #SC ", 0;\n"                                      \
+               "wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32 {" REGS "}, %" #DA ", %" #DB \
+               ", p, 1, 1;\n}\n"                                                                    \
+               : __VA_ARGS__                                                                         \
+               : "l"(desc_a), "l"(desc_b), "r"(1))
+
 template <typename T, int BN, int kTransA, int kTransB>
 __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t desc_a, uint64_t desc_b) {
   constexpr bool kBf16 = std::is_same_v<T, c10::BFloat16>;
-  if constexpr (BN == 256) {
+  if constexpr (std::is_same_v<T, float>) {
+    static_assert(kTransA == 0 && kTransB == 0, "hopper: TF32 operands are K-major");
+    if constexpr (BN == 256)
+      TILELAB_WGMMA_TF32(256, TILELAB_WG_REGS128, 128, 129, 130, TILELAB_F64(d, 0), TILELAB_F64(d, 64));
+    else
+      TILELAB_WGMMA_TF32(128, TILELAB_WG_REGS64, 64, 65, 66, TILELAB_F64(d, 0));
+  } else if constexpr (BN == 256) {
     if constexpr (kBf16)
       TILELAB_WGMMA(256, "bf16", TILELAB_WG_REGS128, 128, 129, 130, 131, 132, TILELAB_F64(d, 0), TILELAB_F64(d, 64));
     else
@@ -190,15 +215,18 @@ __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t desc_a, uint6
   }
 }
 #undef TILELAB_WGMMA
+#undef TILELAB_WGMMA_TF32
 #undef TILELAB_F64
 #undef TILELAB_F8
 #undef TILELAB_WG_REGS128
 #undef TILELAB_WG_REGS64
 
-// Two adjacent outputs as one 32-bit store (the caller checked alignment).
+// Two adjacent outputs as one 32-bit (half) or 64-bit (fp32) store (the caller checked alignment).
 template <typename T>
 __device__ __forceinline__ void store_pair(T* dst, float x, float y) {
-  if constexpr (std::is_same_v<T, c10::BFloat16>) {
+  if constexpr (std::is_same_v<T, float>) {
+    *reinterpret_cast<float2*>(dst) = make_float2(x, y);
+  } else if constexpr (std::is_same_v<T, c10::BFloat16>) {
     *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(x, y);
   } else {
     *reinterpret_cast<__half2*>(dst) = __floats2half2_rn(x, y);
@@ -220,8 +248,10 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
   using namespace hopper;
   constexpr int kStages = stages<BN>();
   constexpr int kStageBytes = stage_bytes<BN>();
-  constexpr int kABytes = kTileM * kTileK * 2;
-  static_assert(sizeof(T) == 2, "hopper: 16-bit inputs");
+  constexpr int kABytes = kTileM * 128;
+  constexpr int kTileK = tile_k<T>(), kBox = kTileK;
+  static_assert(sizeof(T) == 2 || (std::is_same_v<T, float> && kAK && kBK),
+                "hopper: 16-bit inputs, or K-major fp32 (TF32)");
 
   extern __shared__ __align__(1024) unsigned char hp_smem[];
   // The swizzle pattern repeats every 1024 bytes: align the ring to it.
@@ -300,7 +330,7 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
       fence_regs(d);
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < kTileK / 16; ++kk) {
+      for (int kk = 0; kk < 4; ++kk) {  // 4 x 32 bytes of K
         wgmma<T, BN, kAK ? 0 : 1, kBK ? 0 : 1>(d, make_desc(sa + kk * kStepA, kLboA, 1024),
                                                 make_desc(sb + kk * kStepB, kLboB, 1024));
       }
@@ -319,7 +349,7 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
     const int g = lane / 4, t = lane % 4;
     const int mrow = m0 + c * 64 + warp * 16 + g;
     const bool pairs = p.bias == nullptr && p.N % 2 == 0 && p.sc_m % 2 == 0 && p.sc_b % 2 == 0 &&
-                       (reinterpret_cast<uintptr_t>(p.c) & 3) == 0;
+                       (reinterpret_cast<uintptr_t>(p.c) % (2 * sizeof(T))) == 0;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int m = mrow + 8 * h;
