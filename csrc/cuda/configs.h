@@ -295,15 +295,21 @@ inline Choice choose(const Problem& p, const DeviceInfo& d) {
   //   512^3                  -                0.010                -                  0.011          0.007
   //  - >= half a wave of 128x256 tiles (3072x768x1024 has 72 on 132 SMs and still wins): 128x256,
   //    with the mma.sync rows' padding exception (256-wide tiles covering > 25% more of C than 128-wide);
-  //  - anything smaller: 128x128. It beat the mma.sync 64x64 row on every smaller shape of run2
-  //    (19 GPT-2, skinny and small square shapes), so no mma.sync row is left for half on sm_90.
+  //  - else 128x128 while there are at least 1/16 as many 128x128 tiles as SMs (9 on 132): it beat
+  //    the mma.sync 64x64 row on every such shape of run2 (19 GPT-2, skinny and small square shapes;
+  //    512^3, 16 tiles: 0.010 vs 0.011 ms);
+  //  - fewer tiles: the mma.sync rules below (64x64 tiles spread further; final run, 256^3, 4 tiles:
+  //    tensorcore_64x64x32 4.23 vs 3.72 TFLOP/s for hopper_128x128x64).
   // TF32 (run2/ab_tf32.txt): hopper_tf32_128x256x32 / hopper_tf32_128x128x32 / tensorcore_tf32_128x256x32
   // / cuBLAS TF32: 4096^3 0.506 / 0.563 / 0.894 / 0.343; 8192^3 4.23 / 4.15 / 7.07 / 3.09; 2048^3 0.086 /
   // 0.093 / 0.117 / 0.051; 1024^3: hopper_tf32_128x128x32 0.027 vs tensorcore_tf32_64x64x16 0.032. Those
   // times include the transposed copy of the row-major B (TF32 wgmma reads only K-major operands): the
   // hopper TF32 rows are used only while that copy (8 bytes per element moved, ~3 TB/s) stays small next
   // to the product (~250 TFLOP/s): elements copied x 1000 <= M*N*K (M >= ~1000 for a row-major B); a
-  // skinny M keeps the mma.sync TF32 rows, which read either layout in place.
+  // skinny M keeps the mma.sync TF32 rows, which read either layout in place. Run2 copied with torch's
+  // copy_; the tiled transpose that replaced it took 4096^3 to 0.423 ms (final run, ab_auto.txt), and
+  // the final run's tf32_small.txt has the dispatcher on the fastest row for 8x4096x4096 (mma.sync
+  // 0.082 ms), 128x4096x4096, 512^3, 1000^3, 1024x768x3072, 2304x768x1024 and 4096^3.
   const double tf32_copied = (p.a_row_major ? 0.0 : static_cast<double>(p.M) * p.K) +
                              (p.b_row_major ? static_cast<double>(p.K) * p.N : 0.0);
   const bool tf32_hopper = tf32 && tf32_copied * 1000.0 <= static_cast<double>(p.M) * p.N * p.K;
@@ -315,11 +321,13 @@ inline Choice choose(const Problem& p, const DeviceInfo& d) {
                 "TF32 4096^3 0.506 vs 0.563 and 0.894 for tensorcore_tf32_128x256x32)");
       if (ch.cfg) return ch;
     }
-    ch = pick(half ? "hopper_128x128x64" : "hopper_tf32_128x128x32",
-              "sm_90, fewer than half a wave of 128x256 tiles: wgmma + TMA with 128x128 tiles (H200: bf16 "
-              "1024^3 0.014 ms vs 0.018 for tensorcore_64x64x32, 8x4096x4096 0.028 vs 0.043, 2304x768x1024 "
-              "0.015 vs 0.021 for hopper_128x256x64; TF32 1024^3 0.027 vs 0.032 for tensorcore_tf32_64x64x16)");
-    if (ch.cfg) return ch;
+    if (16 * tiles128 >= static_cast<int64_t>(d.num_sms)) {
+      ch = pick(half ? "hopper_128x128x64" : "hopper_tf32_128x128x32",
+                "sm_90, fewer than half a wave of 128x256 tiles: wgmma + TMA with 128x128 tiles (H200: bf16 "
+                "1024^3 0.014 ms vs 0.018 for tensorcore_64x64x32, 8x4096x4096 0.028 vs 0.043, 2304x768x1024 "
+                "0.015 vs 0.021 for hopper_128x256x64; TF32 1024^3 0.027 vs 0.032 for tensorcore_tf32_64x64x16)");
+      if (ch.cfg) return ch;
+    }
   }
   // HOPPER_RULES_END
   if (half || tf32) {
