@@ -16,6 +16,8 @@
 
 #include <cstdint>
 
+#include "gemm_args.h"
+
 namespace tilelab {
 
 // Every row start (and every batch start) of the operand is 16-byte aligned.
@@ -39,6 +41,26 @@ inline at::Tensor aligned_copy(const void* ptr, c10::ScalarType dtype, int batch
   ld = ld_pad;
   batch_stride = rows * ld_pad;
   return dst;
+}
+
+// The 16-byte-copy launchers (tensorcore, hopper): copies A and/or B into
+// aligned rows where rows_aligned16 fails, pointing p at the copies (kept alive
+// in a_copy / b_copy until the launch is enqueued). a_kmajor / b_kmajor: the
+// operand is stored k-contiguous (else m/n-contiguous). A broadcast operand
+// (batch stride 0) is copied once and stays broadcast.
+inline void align_operand_rows(GemmProblem& p, bool a_kmajor, bool b_kmajor, at::Tensor& a_copy,
+                               at::Tensor& b_copy) {
+  const size_t esz = c10::elementSize(p.dtype);
+  auto fix = [&](const void*& ptr, int64_t& ld, int64_t& bstride, int64_t rows, int64_t cont, at::Tensor& keep) {
+    const bool broadcast = p.batch > 1 && bstride == 0;
+    const int batch = broadcast ? 1 : p.batch;
+    if (rows_aligned16(ptr, ld, bstride, batch, esz)) return;
+    keep = aligned_copy(ptr, p.dtype, batch, rows, cont, ld, bstride);
+    ptr = keep.data_ptr();
+    if (broadcast) bstride = 0;
+  };
+  fix(p.a, a_kmajor ? p.sa_m : p.sa_k, p.sa_b, a_kmajor ? p.M : p.K, a_kmajor ? p.K : p.M, a_copy);
+  fix(p.b, b_kmajor ? p.sb_n : p.sb_k, p.sb_b, b_kmajor ? p.N : p.K, b_kmajor ? p.K : p.N, b_copy);
 }
 
 }  // namespace tilelab

@@ -50,6 +50,19 @@ bool visit_family(int index, Fn&& fn) {
   return detail::visit_family<F>(index, fn, std::make_integer_sequence<int, kNumConfigs>{});
 }
 
+// Calls fn(std::bool_constant<kAK>{}, std::bool_constant<kBK>{}) for the
+// problem's operand layouts (as_operand() hands over row-major or column-major
+// views): kAK, A is k-contiguous (row-major); kBK, B is k-contiguous
+// (column-major). For the families that instantiate one kernel per layout.
+template <typename Fn>
+void with_layouts(const GemmProblem& p, Fn&& fn) {
+  const bool a_k = p.sa_k == 1, b_k = p.sb_k == 1 && p.sb_n != 1;
+  if (a_k && b_k) fn(std::true_type{}, std::true_type{});
+  else if (a_k) fn(std::true_type{}, std::false_type{});
+  else if (b_k) fn(std::false_type{}, std::true_type{});
+  else fn(std::false_type{}, std::false_type{});
+}
+
 // One block per bm x bn tile of C (m along x, which allows 2^31-1 tiles), n
 // tiles along y and the batch along z (each at most 65535 in CUDA).
 inline dim3 grid_for(const GemmProblem& p, int bm, int bn) {

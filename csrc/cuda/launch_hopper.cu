@@ -72,18 +72,10 @@ void launch_one(const GemmProblem& p0, cudaStream_t stream, dim3 grid) {
   C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   GemmProblem p = p0;
   at::Tensor a_copy, b_copy;  // alive until the launch is enqueued
-  int64_t& lda = kAK ? p.sa_m : p.sa_k;
-  int64_t& ldb = kBK ? p.sb_n : p.sb_k;
+  align_operand_rows(p, kAK, kBK, a_copy, b_copy);
+  const int64_t lda = kAK ? p.sa_m : p.sa_k, ldb = kBK ? p.sb_n : p.sb_k;
   // A broadcast batch (stride 0) is one matrix: the map has batch 1 and the kernel reads batch 0.
   const bool a_batch = p.batch > 1 && p.sa_b != 0, b_batch = p.batch > 1 && p.sb_b != 0;
-  if (!rows_aligned16(p.a, lda, a_batch ? p.sa_b : 0, a_batch ? p.batch : 1, sizeof(T))) {
-    a_copy = aligned_copy(p.a, p.dtype, a_batch ? p.batch : 1, kAK ? p.M : p.K, kAK ? p.K : p.M, lda, p.sa_b);
-    p.a = a_copy.data_ptr();
-  }
-  if (!rows_aligned16(p.b, ldb, b_batch ? p.sb_b : 0, b_batch ? p.batch : 1, sizeof(T))) {
-    b_copy = aligned_copy(p.b, p.dtype, b_batch ? p.batch : 1, kBK ? p.N : p.K, kBK ? p.K : p.N, ldb, p.sb_b);
-    p.b = b_copy.data_ptr();
-  }
   // Boxes: A K-major 64 (k) x 128 (m), else 64 (m) x 64 (k); B K-major 64 (k) x BN (n), else 64 (n) x 64 (k).
   constexpr int kTileK = hopper::tile_k<T>();
   const CUtensorMap map_a = kAK ? make_map(p.a, p.dtype, p.K, p.M, a_batch ? p.batch : 1, lda, p.sa_b, hopper::kTileM)
@@ -136,7 +128,8 @@ at::Tensor transposed_copy(const void* ptr, int batch, int64_t rows, int64_t con
 }
 
 // TF32: copy a column-major A / row-major B into K-major (transposed) buffers.
-void launch_tf32(const GemmProblem& p0, cudaStream_t stream, dim3 grid, int bn) {
+template <int BN>
+void launch_tf32(const GemmProblem& p0, cudaStream_t stream, dim3 grid) {
   GemmProblem p = p0;
   at::Tensor a_t, b_t;  // alive until the launch is enqueued
   if (p.sa_k != 1) {    // A stored [k][m]: copy to [m][k]
@@ -151,18 +144,12 @@ void launch_tf32(const GemmProblem& p0, cudaStream_t stream, dim3 grid, int bn) 
     p.sb_n = p.sb_k;
     p.sb_k = 1;
   }
-  if (bn == 256) launch_one<float, 256, true, true>(p, stream, grid);
-  else launch_one<float, 128, true, true>(p, stream, grid);
+  launch_one<float, BN, true, true>(p, stream, grid);
 }
 
 template <typename T, int BN>
 void launch_layouts(const GemmProblem& p, cudaStream_t stream, dim3 grid) {
-  // as_operand() hands over row-major (unit column stride) or column-major views.
-  const bool a_k = p.sa_k == 1, b_k = p.sb_k == 1 && p.sb_n != 1;
-  if (a_k && b_k) launch_one<T, BN, true, true>(p, stream, grid);
-  else if (a_k) launch_one<T, BN, true, false>(p, stream, grid);
-  else if (b_k) launch_one<T, BN, false, true>(p, stream, grid);
-  else launch_one<T, BN, false, false>(p, stream, grid);
+  with_layouts(p, [&](auto ak, auto bk) { launch_one<T, BN, decltype(ak)::value, decltype(bk)::value>(p, stream, grid); });
 }
 
 }  // namespace
@@ -178,7 +165,7 @@ void launch_hopper(int config_index, const GemmProblem& p) {
     if constexpr (c.tf32) {
       static_assert(c.dtypes == kF32 && c.bk == hopper::tile_k<float>(), "TF32 rows: fp32, 32 of K per stage");
       TORCH_CHECK(p.dtype == at::kFloat, "tilelab: ", c.name, " needs float32 inputs");
-      launch_tf32(p, stream, grid, c.bn);
+      launch_tf32<c.bn>(p, stream, grid);
       return;
     }
     static_assert(c.tf32 || (c.dtypes == (kF16 | kBF16) && c.bk == hopper::tile_k<c10::Half>()),

@@ -29,28 +29,16 @@ void launch_one(const GemmProblem& p0, cudaStream_t stream, dim3 grid) {
   C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   GemmProblem p = p0;
   at::Tensor a_copy, b_copy;  // alive until the launch is enqueued
-  int64_t& lda = kAK ? p.sa_m : p.sa_k;
-  int64_t& ldb = kBK ? p.sb_n : p.sb_k;
-  if (!rows_aligned16(p.a, lda, p.sa_b, p.batch, sizeof(T))) {
-    a_copy = aligned_copy(p.a, p.dtype, p.batch, kAK ? p.M : p.K, kAK ? p.K : p.M, lda, p.sa_b);
-    p.a = a_copy.data_ptr();
-  }
-  if (!rows_aligned16(p.b, ldb, p.sb_b, p.batch, sizeof(T))) {
-    b_copy = aligned_copy(p.b, p.dtype, p.batch, kBK ? p.N : p.K, kBK ? p.K : p.N, ldb, p.sb_b);
-    p.b = b_copy.data_ptr();
-  }
+  align_operand_rows(p, kAK, kBK, a_copy, b_copy);
   kernel<<<grid, WMs * WNs * 32, smem, stream>>>(GemmArgs<T>::from(p));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 template <typename T, int BM, int BN, int BK, int WMs, int WNs>
 void launch_layouts(const GemmProblem& p, cudaStream_t stream, dim3 grid) {
-  // as_operand() hands over row-major (unit column stride) or column-major views.
-  const bool a_k = p.sa_k == 1, b_k = p.sb_k == 1 && p.sb_n != 1;
-  if (a_k && b_k) launch_one<T, BM, BN, BK, WMs, WNs, true, true>(p, stream, grid);
-  else if (a_k) launch_one<T, BM, BN, BK, WMs, WNs, true, false>(p, stream, grid);
-  else if (b_k) launch_one<T, BM, BN, BK, WMs, WNs, false, true>(p, stream, grid);
-  else launch_one<T, BM, BN, BK, WMs, WNs, false, false>(p, stream, grid);
+  with_layouts(p, [&](auto ak, auto bk) {
+    launch_one<T, BM, BN, BK, WMs, WNs, decltype(ak)::value, decltype(bk)::value>(p, stream, grid);
+  });
 }
 
 }  // namespace

@@ -22,4 +22,19 @@ __device__ __forceinline__ void store_output(const GemmArgs<T>& p, int bz, int m
   p.c[bz * p.sc_b + static_cast<int64_t>(m) * p.sc_m + n] = static_cast<T>(acc);
 }
 
+// Grouped rasterization of the (gridDim.x M tiles x gridDim.y N tiles) grid:
+// consecutive block ids walk a group of kGroupM tile rows column by column, so
+// the blocks resident at one time share A and B panels in L2. Sets the block's
+// tile coordinates (tm, tn).
+constexpr int kGroupM = 8;
+__device__ __forceinline__ void grouped_tile(int& tm, int& tn) {
+  const int gm = gridDim.x, gn = gridDim.y;
+  const int pid = blockIdx.x + blockIdx.y * gm;
+  const int per_group = kGroupM * gn;
+  const int first_m = (pid / per_group) * kGroupM;
+  const int rows = min(gm - first_m, kGroupM);
+  tm = first_m + (pid % per_group) % rows;
+  tn = (pid % per_group) / rows;
+}
+
 }  // namespace tilelab

@@ -79,7 +79,6 @@ constexpr int kBoxBytes = 64 * 128;  // a 64 (rows) x 128-byte box
 constexpr int kThreads = 384;     // producer + 2 consumer warpgroups
 constexpr int kConsumerWarps = 8;
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;  // 40*128 + 232*256 <= 64K registers
-constexpr int kGroupM = 8;        // grouped rasterization, as in the tensorcore family
 
 template <int BN>
 constexpr int stage_bytes() {
@@ -249,7 +248,7 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
   constexpr int kStages = stages<BN>();
   constexpr int kStageBytes = stage_bytes<BN>();
   constexpr int kABytes = kTileM * 128;
-  constexpr int kTileK = tile_k<T>(), kBox = kTileK;
+  constexpr int kTileK = tile_k<T>();  // also a box's extent along its contiguous dimension
   static_assert(sizeof(T) == 2 || (std::is_same_v<T, float> && kAK && kBK),
                 "hopper: 16-bit inputs, or K-major fp32 (TF32)");
 
@@ -271,17 +270,8 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
   }
   __syncthreads();
 
-  // Grouped rasterization of the (M tiles x N tiles) grid.
   int tm, tn;
-  {
-    const int gm = gridDim.x, gn = gridDim.y;
-    const int pid = blockIdx.x + blockIdx.y * gm;
-    const int per_group = kGroupM * gn;
-    const int first_m = (pid / per_group) * kGroupM;
-    const int rows = min(gm - first_m, kGroupM);
-    tm = first_m + (pid % per_group) % rows;
-    tn = (pid % per_group) / rows;
-  }
+  grouped_tile(tm, tn);
   const int m0 = tm * kTileM, n0 = tn * BN, bz = blockIdx.z;
   const int ktiles = (p.K + kTileK - 1) / kTileK;
 
@@ -300,13 +290,13 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
           tma_load(sa, &map_a, full(s), k0, m0, za);
         } else {
 #pragma unroll
-          for (int j = 0; j < kTileM / kBox; ++j) tma_load(sa + j * kBoxBytes, &map_a, full(s), m0 + j * kBox, k0, za);
+          for (int j = 0; j < kTileM / kTileK; ++j) tma_load(sa + j * kBoxBytes, &map_a, full(s), m0 + j * kTileK, k0, za);
         }
         if constexpr (kBK) {
           tma_load(sb, &map_b, full(s), k0, n0, zb);
         } else {
 #pragma unroll
-          for (int j = 0; j < BN / kBox; ++j) tma_load(sb + j * kBoxBytes, &map_b, full(s), n0 + j * kBox, k0, zb);
+          for (int j = 0; j < BN / kTileK; ++j) tma_load(sb + j * kBoxBytes, &map_b, full(s), n0 + j * kTileK, k0, zb);
         }
       }
     }

@@ -211,10 +211,6 @@ constexpr int min_blocks() {
   return kThreads <= 128 ? 2 : 1;
 }
 
-// Consecutive block ids walk a group of kGroupM tile rows column by column, so
-// the blocks resident at one time share A and B panels in L2.
-constexpr int kGroupM = 8;
-
 }  // namespace tc
 
 // kAK: A is k-contiguous (row-major); kBK: B is k-contiguous (column-major).
@@ -229,7 +225,6 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32, tc::min_blocks<kWarpsM
   constexpr int kC = 16 / sizeof(T);    // elements in 16 bytes: k extent of one 8x8 b16 matrix
   constexpr int kKK = BK / kK;          // mma k-steps per k-tile
   constexpr int MI = WM / 16, NI = WN / 8;
-  constexpr int kSz = sizeof(T);
   static_assert(kHalf || std::is_same_v<T, float>, "tensorcore: half, bfloat16 or float (TF32)");
   static_assert(WM % 16 == 0 && WN % 16 == 0, "warp tile: whole m16 fragments, pairs of n8 fragments");
   static_assert(BK % kK == 0 && kKK % 2 == 0, "an even number of mma k-steps per tile (two fragment buffers)");
@@ -244,17 +239,8 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32, tc::min_blocks<kWarpsM
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int wm0 = (warp % kWarpsM) * WM, wn0 = (warp / kWarpsM) * WN;
 
-  // Grouped rasterization of the (M tiles x N tiles) grid.
   int tm, tn;
-  {
-    const int gm = gridDim.x, gn = gridDim.y;
-    const int pid = blockIdx.x + blockIdx.y * gm;
-    const int per_group = tc::kGroupM * gn;
-    const int first_m = (pid / per_group) * tc::kGroupM;
-    const int rows = min(gm - first_m, tc::kGroupM);
-    tm = first_m + (pid % per_group) % rows;
-    tn = (pid % per_group) / rows;
-  }
+  grouped_tile(tm, tn);
   const int m0 = tm * BM, n0 = tn * BN, bz = blockIdx.z;
   const T* A = p.a + bz * p.sa_b;
   const T* B = p.b + bz * p.sb_b;
