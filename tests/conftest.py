@@ -3,6 +3,7 @@
 GPU tests carry the `gpu` marker and are skipped when torch sees no CUDA device.
 """
 import contextlib
+import functools
 import os
 
 import pytest
@@ -39,18 +40,19 @@ SHAPES = [
     (33, 31, 10007),
 ]
 LAYOUTS = [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col")]
+HALF = [torch.bfloat16, torch.float16]
 
 
+@functools.lru_cache(maxsize=None)
 def kernel_runs_here(kernel) -> str:
-    """Why a CUDA config cannot run on this machine's GPU 0, or "" if it can."""
-    if not kernel.compiled:
-        return f"{kernel.name} is not in this build"
-    cc = torch.cuda.get_device_capability()
-    sm = cc[0] * 10 + cc[1]
-    if sm < kernel.min_sm:
-        return f"{kernel.name} needs compute capability {kernel.min_sm / 10:.1f}"
-    if kernel.family == "hopper" and sm != 90:
-        return f"{kernel.name} is sm_90a code (H100/H200 only)"
+    """Why a CUDA config cannot run on this machine's GPU 0, or "" if it can: the
+    dispatcher's own answer (configs.h: unsupported_reason), asked through explain()."""
+    x = torch.empty(1, 1, device="cuda", dtype=kernel.dtypes[0])
+    try:
+        with precision_for(kernel):
+            tilelab_torch.explain(x, x, variant=kernel.name)
+    except RuntimeError as e:
+        return str(e).splitlines()[0]
     return ""
 
 
@@ -151,6 +153,56 @@ def precision_for(kernel):
         yield
     finally:
         torch.set_float32_matmul_precision(old)
+
+
+def _precision(value):
+    old = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(value)
+    yield
+    torch.set_float32_matmul_precision(old)
+
+
+@pytest.fixture
+def highest():
+    """fp32 at IEEE precision (TF32 refused) for the test."""
+    yield from _precision("highest")
+
+
+@pytest.fixture
+def high():
+    """TF32 allowed for the test."""
+    yield from _precision("high")
+
+
+def check_odd_shape(config, dtype, shape, la, lb, tol) -> float:
+    """One forced-config product into a NaN-poisoned output, against float64; returns the error."""
+    M, N, K = shape
+    seed = fresh_seed()
+    a = make_operand(M, K, la, dtype, "cuda")
+    b = make_operand(K, N, lb, dtype, "cuda")
+    poison = Poisoned(M * N, dtype, "cuda")
+    out = tilelab_torch.tiled_mm(a, b, variant=config)
+    assert poison.reused(out)
+    assert not torch.isnan(out).any(), f"{config} {shape} {la}{lb}: unwritten output, seed={seed}"
+    err = rel_err(out, a, b)
+    assert err <= tol, f"{config} {dtype} {shape} {la}A {lb}B: rel err {err:.3g}, seed={seed}"
+    return err
+
+
+def check_misaligned_views(config, dtype, tol, offsets, lds):
+    """Row-major views whose rows start `off` elements past 16-byte alignment, leading
+    dimensions `lds`, and their transposes (column-major): each unaligned operand is
+    copied to aligned rows by the launcher."""
+    seed = fresh_seed()
+    for off in offsets:
+        for ld in lds:
+            base = torch.randn(310 * ld + 16, dtype=dtype, device="cuda")
+            a = base[off:off + 300 * ld].view(300, ld)[:, : 290 - off]          # row-major, offset
+            b = torch.randn(ld, 270, dtype=dtype, device="cuda")[1:, 3:200][: a.shape[1]]  # offset, ld 270
+            for x, y, what in ((a, b, "row-major"), (b.t(), a.t(), "column-major")):
+                out = tilelab_torch.tiled_mm(x, y, variant=config)
+                err = rel_err(out, x, y)
+                assert err <= tol, f"{config} {what} off={off} ld={ld}: {err:.3g}, seed={seed}"
 
 
 def kernel_by_name(name):

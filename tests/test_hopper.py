@@ -6,16 +6,15 @@ import pytest
 import torch
 
 import tilelab_torch
-from conftest import TOL, TOL_TF32, Poisoned, fresh_seed, kernel_runs_here, make_operand, rel_err
+from conftest import (HALF, LAYOUTS, TOL, TOL_TF32, check_misaligned_views, check_odd_shape, fresh_seed,
+                      kernel_runs_here, rel_err)
 
 pytestmark = pytest.mark.gpu
 
-HALF = [torch.bfloat16, torch.float16]
 # The table's hopper rows (kernels() is the one source; a new row is tested without an edit here).
 ROWS = [k for k in tilelab_torch.kernels("cuda") if k.family == "hopper"]
 ROW_NAMES = [k.name for k in ROWS if not k.tf32]
 TF32_NAMES = [k.name for k in ROWS if k.tf32]
-LAYOUTS = [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col")]
 # K = 1, 7 (tail inside one 64-wide k-tile), 64, 1000 (the 4- and 6-stage rings wrap several
 # times), 4095/4097 (odd rows: copied to an aligned buffer first); M and N ragged against
 # the 64-wide boxes and the 128/256-wide tiles; one multiple of every tile.
@@ -32,27 +31,19 @@ def _need_hopper():
         pytest.skip(why)
 
 
-@pytest.fixture
-def high():
-    old = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("high")
-    yield
-    torch.set_float32_matmul_precision(old)
-
-
 @pytest.mark.parametrize("la,lb", LAYOUTS, ids=lambda x: x)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("dtype", HALF, ids=["bf16", "fp16"])
 @pytest.mark.parametrize("config", ROW_NAMES)
 def test_odd_shapes(config, dtype, shape, la, lb):
-    _run(config, dtype, shape, la, lb, TOL[dtype])
+    check_odd_shape(config, dtype, shape, la, lb, TOL[dtype])
 
 
 @pytest.mark.parametrize("la,lb", LAYOUTS, ids=lambda x: x)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("config", TF32_NAMES)
 def test_tf32_odd_shapes(high, config, shape, la, lb):
-    err = _run(config, torch.float32, shape, la, lb, TOL_TF32)
+    err = check_odd_shape(config, torch.float32, shape, la, lb, TOL_TF32)
     if shape[2] >= 64:
         assert err > 1e-6, f"{config} {shape}: error {err:.3g} is below TF32's level: not on TF32 tensor cores?"
 
@@ -72,35 +63,12 @@ def test_auto_uses_hopper_tf32_under_high(high):
     assert 1e-6 < err <= TOL_TF32, err
 
 
-def _run(config, dtype, shape, la, lb, tol):
-    M, N, K = shape
-    seed = fresh_seed()
-    a = make_operand(M, K, la, dtype, "cuda")
-    b = make_operand(K, N, lb, dtype, "cuda")
-    poison = Poisoned(M * N, dtype, "cuda")
-    out = tilelab_torch.tiled_mm(a, b, variant=config)
-    assert poison.reused(out)
-    assert not torch.isnan(out).any(), f"{config} {shape} {la}{lb}: unwritten output, seed={seed}"
-    err = rel_err(out, a, b)
-    assert err <= tol, f"{config} {dtype} {shape} {la}A {lb}B: rel err {err:.3g}, seed={seed}"
-    return err
-
-
 @pytest.mark.parametrize("config", ROW_NAMES + TF32_NAMES)
 def test_misaligned_views(high, config):
     """Rows that start one element off 16-byte alignment and padded leading dimensions of every residue."""
-    seed = fresh_seed()
     dtype = torch.float32 if config in TF32_NAMES else torch.bfloat16
     tol = TOL_TF32 if dtype == torch.float32 else TOL[dtype]
-    for off in (0, 1, 3, 7):
-        for ld in (300, 301, 304):
-            base = torch.randn(310 * ld + 16, dtype=dtype, device="cuda")
-            a = base[off:off + 300 * ld].view(300, ld)[:, : 290 - off]
-            b = torch.randn(ld, 270, dtype=dtype, device="cuda")[1:, 3:200][: a.shape[1]]
-            for x, y, what in ((a, b, "row-major"), (b.t(), a.t(), "column-major")):
-                out = tilelab_torch.tiled_mm(x, y, variant=config)
-                err = rel_err(out, x, y)
-                assert err <= tol, f"{config} {what} off={off} ld={ld}: {err:.3g}, seed={seed}"
+    check_misaligned_views(config, dtype, tol, offsets=(0, 1, 3, 7), lds=(300, 301, 304))
 
 
 @pytest.mark.parametrize("config,dtype", [(c, d) for c in ROW_NAMES for d in HALF] +

@@ -4,16 +4,14 @@ import pytest
 import torch
 
 import tilelab_torch
-from conftest import TOL, TOL_TF32, Poisoned, fresh_seed, make_operand, rel_err
+from conftest import HALF, LAYOUTS, TOL, TOL_TF32, check_misaligned_views, check_odd_shape, rel_err
 
 pytestmark = pytest.mark.gpu
 
-HALF = [torch.bfloat16, torch.float16]
 # The table's tensorcore rows (kernels() is the one source; a new row is tested without an edit here).
 _TC = [k for k in tilelab_torch.kernels("cuda") if k.family == "tensorcore"]
 HALF_ROWS = [k.name for k in _TC if not k.tf32]
 TF32_ROWS = [k.name for k in _TC if k.tf32]
-LAYOUTS = [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col")]
 # K = 1, 7 (tail inside one k-tile), 4095/4097 (odd rows: copied to an aligned buffer first);
 # odd N; a few shapes smaller than one tile.
 SHAPES = [(1, 1, 1), (5, 3, 7), (70, 33, 1), (129, 257, 7), (64, 65, 4095), (65, 127, 4097),
@@ -30,71 +28,28 @@ def _need_sm80():
         pytest.skip("tensor-core kernels need compute capability 8.0")
 
 
-def _precision(value):
-    old = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision(value)
-    yield
-    torch.set_float32_matmul_precision(old)
-
-
-@pytest.fixture
-def highest():
-    yield from _precision("highest")
-
-
-@pytest.fixture
-def high():
-    yield from _precision("high")
-
-
-def _run(config, dtype, shape, la, lb, tol):
-    M, N, K = shape
-    seed = fresh_seed()
-    a = make_operand(M, K, la, dtype, "cuda")
-    b = make_operand(K, N, lb, dtype, "cuda")
-    poison = Poisoned(M * N, dtype, "cuda")
-    out = tilelab_torch.tiled_mm(a, b, variant=config)
-    assert poison.reused(out)
-    assert not torch.isnan(out).any(), f"{config} {shape} {la}{lb}: unwritten output, seed={seed}"
-    err = rel_err(out, a, b)
-    assert err <= tol, f"{config} {dtype} {shape} {la}A {lb}B: rel err {err:.3g}, seed={seed}"
-    return err
-
-
 @pytest.mark.parametrize("la,lb", LAYOUTS, ids=lambda x: x)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("dtype", HALF, ids=["bf16", "fp16"])
 @pytest.mark.parametrize("config", HALF_ROWS)
 def test_half_odd_shapes(config, dtype, shape, la, lb):
-    _run(config, dtype, shape, la, lb, TOL[dtype])
+    check_odd_shape(config, dtype, shape, la, lb, TOL[dtype])
 
 
 @pytest.mark.parametrize("la,lb", LAYOUTS, ids=lambda x: x)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("config", TF32_ROWS)
 def test_tf32_odd_shapes(high, config, shape, la, lb):
-    _run(config, torch.float32, shape, la, lb, TOL_TF32)
+    check_odd_shape(config, torch.float32, shape, la, lb, TOL_TF32)
 
 
 @pytest.mark.parametrize("dtype", HALF + [torch.float32], ids=["bf16", "fp16", "tf32"])
 def test_misaligned_views(high, dtype):
     """Views whose rows start 2 bytes (half) off 16-byte alignment, padded leading
     dimensions of every residue: each unaligned one is copied to an aligned buffer first."""
-    seed = fresh_seed()
     config = "tensorcore_128x128x32" if dtype != torch.float32 else "tensorcore_tf32_128x128x16"
     tol = TOL_TF32 if dtype == torch.float32 else TOL[dtype]
-    for off in range(0, 8):
-        for ld in (300, 301, 302, 304):
-            base = torch.randn(310 * ld + 16, dtype=dtype, device="cuda")
-            a = base[off:off + 300 * ld].view(300, ld)[:, : 290 - off]          # row-major, offset
-            bt = torch.randn(ld, 270, dtype=dtype, device="cuda")[1:, 3:200]    # offset, ld 270
-            b = bt[: a.shape[1]]
-            out = tilelab_torch.tiled_mm(a, b, variant=config)
-            err = rel_err(out, a, b)
-            assert err <= tol, f"off={off} ld={ld}: {err:.3g}, seed={seed}"
-            out = tilelab_torch.tiled_mm(b.t(), a.t(), variant=config)         # column-major views
-            err = rel_err(out, b.t(), a.t())
-            assert err <= tol, f"transposed off={off} ld={ld}: {err:.3g}, seed={seed}"
+    check_misaligned_views(config, dtype, tol, offsets=range(8), lds=(300, 301, 302, 304))
 
 
 def test_tf32_refused_at_highest(highest):
