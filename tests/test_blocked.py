@@ -6,9 +6,10 @@ import pytest
 import torch
 
 import tilelab_torch
-from conftest import TOL, Poisoned, cuda_kernels, fresh_seed, rel_err
+from conftest import LAYOUTS, TOL, Poisoned, check_odd_shape, cuda_kernels, fresh_seed, rel_err
 
 BLOCKED = [k.name for k in cuda_kernels(torch.float32) if k.family == "blocked"]
+BLOCK = {k.name: k.block for k in cuda_kernels(torch.float32) if k.family == "blocked"}
 
 
 def _operand(rows, cols, layout, offset, lead_pad):
@@ -39,6 +40,22 @@ def test_blocked_misaligned(config, la, lb, offset, lead_pad, M, N, K):
     out = tilelab_torch.tiled_mm(a, b, variant=config)
     err = rel_err(out, a, b)
     assert err <= TOL[torch.float32], f"{config} {la}/{lb} off={offset} pad={lead_pad}: {err:.3g}, seed={seed}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("config", BLOCKED)
+@pytest.mark.parametrize("la,lb", LAYOUTS)
+@pytest.mark.parametrize("shape", ["tiles", "ragged"])
+def test_blocked_interior_path(config, la, lb, shape):
+    """Shapes sized from the row's own block tile, so the main loop's two paths
+    both run in one product: interior blocks copy whole tiles unpredicated
+    (TileCopy::copy_in) until the last stages' worth of K; edge blocks, the K
+    tail and the tiles past the end take the predicated path. "tiles": whole
+    2 x 2 block tiles, K a multiple of BK; "ragged": one row/column/k more than
+    that plus odd remainders."""
+    bm, bn, bk = BLOCK[config]
+    dims = (2 * bm, 2 * bn, 8 * bk) if shape == "tiles" else (2 * bm + 3, 2 * bn + 5, 9 * bk + 3)
+    check_odd_shape(config, torch.float32, dims, la, lb, TOL[torch.float32])
 
 
 @pytest.mark.gpu
@@ -91,3 +108,20 @@ def test_blocked_aligned_copy_path(config):
     ref = a.double() @ b.double()
     scale = (a.double().abs() @ b.double().abs()).norm()
     assert float((out.double() - ref).norm() / scale) <= TOL[torch.float32], f"{config} bmm seed={seed}"
+
+
+@pytest.mark.gpu
+def test_auto_fp32_uses_blocked_by_estimated_time(highest):
+    """At full fp32 precision the dispatcher picks among the blocked rows by its
+    estimate (rounds of tiles per SM x tile size / measured rate, configs.h) and
+    says so; a skinny product goes to the small 64x64 tile on any GPU with at
+    least 64 SMs (its 64 tiles fill one round, the wider tiles' rounds cost more)."""
+    for M, N, K in [(4096, 4096, 4096), (1000, 1000, 1000), (8, 4096, 4096), (3072, 3072, 64)]:
+        a = torch.randn(M, K, device="cuda")
+        b = torch.randn(K, N, device="cuda")
+        e = tilelab_torch.explain(a, b)
+        assert e.kernel in BLOCKED and "estimated time" in e.reason, e
+        assert rel_err(torch.ops.tilelab.tiled_mm(a, b), a, b) <= TOL[torch.float32]
+    if torch.cuda.get_device_properties(0).multi_processor_count >= 64:
+        x = torch.randn(8, 4096, device="cuda")
+        assert tilelab_torch.explain(x, torch.randn(4096, 4096, device="cuda")).kernel == "blocked_k16_64x64x16"

@@ -6,7 +6,8 @@
 
 Small shapes on purpose (the sanitizers are slow); covers both layouts of each
 operand, a misaligned x[1:, 1:] view (scalar copies) and aligned data (16-byte
-copies), ragged M, N, K; plus one product above the launcher's aligned-copy
+copies), ragged M, N, K, and a shape with interior blocks (the unpredicated copy path);
+plus one product above the launcher's aligned-copy
 threshold (M*N*K >= 2^29) with a misaligned B and a column-major, misaligned A,
 so the copy into aligned rows is checked too (skipped with SANITIZE_SMALL=1: racecheck
 is slow on them, and the copy involves no shared memory). Prints the worst relative error and exits 1 above 1e-5."""
@@ -17,10 +18,14 @@ import torch
 
 import tilelab_torch
 
-names = [k.name for k in tilelab_torch.kernels("cuda") if k.family == "blocked"]
+rows = [k for k in tilelab_torch.kernels("cuda") if k.family == "blocked"]
+names = [k.name for k in rows]
 worst = 0.0
-for name in names:
-    for M, N, K in [(1, 1, 1), (7, 5, 13), (129, 67, 33), (65, 131, 40), (33, 70, 200)]:
+for row in rows:
+    name = row.name
+    bm, bn, bk = row.block
+    # The last shape has interior blocks, so the unpredicated copy path (copy_in) runs too.
+    for M, N, K in [(1, 1, 1), (7, 5, 13), (129, 67, 33), (65, 131, 40), (33, 70, 200), (2 * bm + 3, 2 * bn + 5, 9 * bk + 3)]:
         for la in ("row", "col"):
             for lb in ("row", "col"):
                 for sliced in (False, True):

@@ -21,6 +21,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace tilelab {
 
@@ -96,18 +97,17 @@ inline constexpr KernelConfig kConfigs[] = {
   {"padded_32x32x32",         "padded",       Family::Padded, 32, 32, 32, 32, 1024, 1, kAllFloat, 0, "tiled, A tile stored k-major, rows padded by kPad=1 against bank conflicts"},
   {"padded_nopad_16x16x16",   "padded_nopad", Family::Padded, 16, 16, 16, 16,  256, 0, kAllFloat, 0, "the padded kernel with kPad=0: the bank-conflict baseline"},
   {"padded_nopad_32x32x32",   "padded_nopad", Family::Padded, 32, 32, 32, 32, 1024, 0, kAllFloat, 0, "the padded kernel with kPad=0: the bank-conflict baseline"},
-  // blocked: 8 x TN register tile per thread (TN = bm*bn / (threads*8)), warp tile 32 x 8*TN, 3-stage cp.async,
-  // copy code fixed per operand layout at compile time (3 x 3 instantiations per row).
-  // Shipped: the winners of the H200 sweeps in benchmarks/results/h200-2026-11-21/blocked/run3/ and run4/;
-  // measured there and dropped, each slower than one of the shipped rows on every shape of that sweep:
-  // blocked_128x128x8 (8x8, 256 thr: 3.765 ms at 4096^3, 5.026 at 4097^3 vs 4.733 for k16_64x64x16),
-  // blocked_wide_128x256x8 (BK=8: 3.562 vs 3.112 ms at 4096^3), blocked_wide_128x128x16 (8x16 in
-  // 128-thread blocks, 2 blocks/SM: 3.386 ms at 4096^3, 4.911 at 4095^3); blocked_wide_k32_128x256x32
-  // (BK=32, run4: 24.14 vs 24.65 ms at 8192^3, 3.074 vs 3.091 at 4096^3, but 0.408 vs 0.392 at 2048^3,
-  // and ptxas spilled 32-168 bytes in the 5 of its 9 copy-mode instantiations whose 4-byte copy paths
-  // hoist 32 per-copy offsets: not worth 2% at 8192^3).
+  // blocked: 8 x TN register tile per thread (TN = bm*bn / (threads*8)), warp tile 32 x 8*TN, cp.async 4 stages
+  // deep at BK=8 and 3 at BK=16, copy code fixed per operand layout at compile time (3 x 3 instantiations per
+  // row). Chosen with the standalone sweep of the current main loop (benchmarks/tuning/blocked_variants/,
+  // results in benchmarks/results/h200-2026-11-21/blocked/run6/, NVIDIA H200); measured there and dropped:
+  // 128x256 at BK=16 (2.906 vs 2.814 ms at 4096^3), 64x64 at BK=8 (0.0186 vs 0.0205 ms at 512^3 but
+  // 3.411 vs 3.280 at 4096^3 and 0.170 vs 0.153 at 8x4096x4096), 128x128 with 8x8 in 256 threads
+  // (2 blocks/SM: 3.173 ms at 4096^3) and with 8x16 in 128 threads (2.946; 1.651 vs 1.244 for 64x128 at
+  // 3072^3). The earlier main loop's sweeps are in run3/ and run4/.
   {"blocked_k16_64x64x16",    "blocked_k16",  Family::Blocked, 64, 64, 64,16,  128, 4, kF32,     80, "register-blocked 8x4 per thread, warp-tiled, BK=16, float4 + 3-stage cp.async, A k-major kPad=4"},
-  {"blocked_wide_128x256x16", "blocked_wide", Family::Blocked,256,128,256,16,  256, 4, kF32,     80, "register-blocked 8x16 per thread, 128x256 block tile, BK=16, 3-stage cp.async"},
+  {"blocked_64x128x8",        "blocked",      Family::Blocked,128, 64,128, 8,  128, 4, kF32,     80, "register-blocked 8x8 per thread, 64x128 block tile, BK=8, 4-stage cp.async"},
+  {"blocked_wide_128x256x8",  "blocked_wide", Family::Blocked,256,128,256, 8,  256, 4, kF32,     80, "register-blocked 8x16 per thread, 128x256 block tile, BK=8, 4-stage cp.async"},
   // tensorcore: mma.sync, 4-stage cp.async pipeline (16-byte copies only; unaligned operands are copied
   // to an aligned buffer first), ldmatrix, register double buffering; 2 x (threads/64) warp grid.
   // bk is 64 bytes of K per stage (32 half / 16 fp32 elements), 128 bytes for the 128x256 rows (1 block/SM,
@@ -355,34 +355,48 @@ inline Choice choose(const Problem& p, const DeviceInfo& d) {
 
   // --- fp32: the blocked (register-tiled, cp.async-pipelined) kernels -----
   // BLOCKED_RULES_BEGIN
-  // Measured on an NVIDIA H200 (benchmarks/ab.py --dtypes fp32, full fp32
-  // precision; benchmarks/results/h200-2026-11-21/blocked/run4/ab_fp32.txt,
-  // misaligned operands already copied to aligned rows by the launcher), ms:
-  //   shape          wide_128x256x16  (wide_k32, dropped)  k16_64x64x16  cuBLAS
-  //   8192^3             24.645            24.138            32.675      21.695
-  //   4096^3              3.091             3.074             3.891       2.684
-  //   4095^3              3.191             3.194             3.979       2.868
-  //   4097^3              3.913             3.905             4.065       3.142
-  //   2048^3              0.392             0.408             0.500       0.346
-  //   1024^3              0.200             0.204             0.072       0.065
-  //   1023^3              0.217             0.227             0.082       0.065
-  //   1000^3              0.197             0.204             0.069       0.064
-  //   333x777x555         0.149             0.189             0.032       0.020
-  // blocked_* is fp32 only: other dtypes fall through.
+  // The row with the least estimated time: a block tile's work is bm*bn*K, an
+  // SM gets ceil(tiles / SMs) rounds of tiles, and each row has its own
+  // throughput per SM ("rate", outputs x k per SM per unit time, relative).
+  // Rates from the standalone sweep on an NVIDIA H200 at 4096^3, where each
+  // row runs whole rounds (benchmarks/results/h200-2026-11-21/blocked/run6/
+  // call3/small/variants.txt): wide_128x256x8 2.811 ms for 4 tiles an SM,
+  // 64x128x8 2.927 ms for 16, k16_64x64x16 3.280 ms for 32:
+  //   rate = tiles an SM x bm x bn / ms: 46.6k, 44.8k, 40.0k -> 117 : 112 : 100.
+  // The same run, ms (ours vs the estimate's pick):
+  //   shape         wide_128x256x8  64x128x8  k16_64x64x16   pick
+  //   512^3             0.0928       0.0312      0.0205      64x64
+  //   1024^3            0.1804       0.0584      0.0636      64x128
+  //   1536^3            0.2673       0.2159      0.2090      64x64
+  //   2048^3            0.3571       0.3809      0.4338      wide
+  //   3072^3            1.5831       1.2444      1.4166      64x128
+  //   4096^3            2.8111       2.9273      3.2800      wide
+  //   128x4096x4096     0.7017       0.2132      0.1316      64x64
+  // The estimate picks the fastest row on each. blocked_* is fp32 only: other
+  // dtypes fall through.
   if (p.dtype == c10::ScalarType::Float) {
-    const int64_t tiles_wide = ((p.M + 127) / 128) * ((p.N + 255) / 256);
-    if (4 * tiles_wide >= 3 * d.num_sms) {
-      ch = pick("blocked_wide_128x256x16",
-                "fp32, >= 3/4 of a 128x256 tile per SM: the 8x16 thread tile with BK=16 (H200: 3.091 vs "
-                "3.891 ms at 4096^3, 0.392 vs 0.500 ms at 2048^3, 3.913 vs 4.065 ms at 4097^3 against "
-                "blocked_k16_64x64x16)");
-      if (ch.cfg) return ch;
+    constexpr std::pair<const char*, int64_t> kBlockedRates[] = {
+        {"blocked_wide_128x256x8", 117},
+        {"blocked_64x128x8", 112},
+        {"blocked_k16_64x64x16", 100},
+    };
+    const KernelConfig* best = nullptr;
+    int64_t best_cost = 0, best_rounds = 0, best_rate = 0;
+    for (const auto& [name, rate] : kBlockedRates) {
+      const KernelConfig* c = pick(name, "").cfg;
+      if (c == nullptr) continue;
+      const int64_t tiles = ((p.M + c->bm - 1) / c->bm) * ((p.N + c->bn - 1) / c->bn);
+      const int64_t rounds = (tiles + d.num_sms - 1) / d.num_sms;
+      const int64_t cost = rounds * c->bm * c->bn * 1000 / rate;
+      if (best == nullptr || cost < best_cost) best = c, best_cost = cost, best_rounds = rounds, best_rate = rate;
     }
-    ch = pick("blocked_k16_64x64x16",
-              "fp32 with fewer 128x256 tiles than 3/4 of the SMs: 64x64 tiles fill the SMs (H200: 0.072 "
-              "vs 0.200 ms at 1024^3, 0.069 vs 0.197 at 1000^3, 0.082 vs 0.217 at 1023^3 against "
-              "blocked_wide_128x256x16)");
-    if (ch.cfg) return ch;
+    if (best != nullptr) {
+      std::ostringstream why;
+      why << "fp32: the least estimated time of the blocked rows: " << best_rounds << " round(s) of " << best->bm
+          << "x" << best->bn << " tiles on " << d.num_sms << " SMs at relative rate " << best_rate
+          << " (rates measured on an H200, blocked/run6)";
+      return Choice{best, why.str()};
+    }
   }
   // BLOCKED_RULES_END
 

@@ -12,10 +12,16 @@ namespace tilelab {
 namespace {
 
 // What the table row does not spell out, derived from it: every thread holds
-// an 8 x TN register tile (TN = 8 for the 256-thread 128x128 tile, 4 for the
-// 128-thread 64x64 one), the pipeline is 3 stages deep.
+// an 8 x TN register tile (TN = 16 for the 256-thread 128x256 tile, 8 for the
+// 128-thread 64x128 one, 4 for the 128-thread 64x64 one); the pipeline is 4 stages deep at BK = 8 and 3 at
+// BK = 16 (32-48 k of copies in flight); a tile's copies are spread over its
+// first 2 k-steps. Measured on an H200 with the standalone sweep
+// (benchmarks/tuning/blocked_variants/, results in blocked/run6/): 128x256,
+// 4096^3: BK=8/4 stages/2 copy steps 2.814 ms, BK=8/5/2 2.816, BK=16/3/2
+// 2.906, BK=16/4/2 2.951, BK=8/4/1 3.020.
 constexpr int kBlockedTM = 8;
-constexpr int kBlockedStages = 3;
+constexpr int kBlockedCopySteps = 2;
+constexpr int blocked_stages(const KernelConfig& c) { return c.bk <= 8 ? 4 : 3; }
 constexpr int blocked_tn(const KernelConfig& c) { return c.bm * c.bn / (c.threads * kBlockedTM); }
 
 // The copy mode of one operand (see blocked.cuh). 16-byte copies need the
@@ -61,7 +67,7 @@ void launch_blocked(int config_index, const GemmProblem& p) {
   const bool found = visit_family<Family::Blocked>(config_index, [&](auto row) {
     constexpr KernelConfig c = kConfigs[decltype(row)::value];
     constexpr int TN = blocked_tn(c);
-    using S = BlockedShape<c.bm, c.bn, c.bk, kBlockedTM, TN, c.pad, kBlockedStages>;
+    using S = BlockedShape<c.bm, c.bn, c.bk, kBlockedTM, TN, c.pad, blocked_stages(c)>;
     static_assert(S::kThreads == c.threads, "blocked: the row's thread count must match its warp tiling");
     static_assert(c.pad == 4, "blocked: kPad = 4 (16-byte rows, conflict-free transposed stores)");
     const dim3 grid = grid_for(p, c.bm, c.bn), block(c.threads);
@@ -87,12 +93,13 @@ void launch_blocked(int config_index, const GemmProblem& p) {
       kernel<<<grid, block, S::kSmemBytes, stream>>>(args);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     };
-    constexpr int BM = c.bm, BN = c.bn, BK = c.bk, P = c.pad, ST = kBlockedStages, TM = kBlockedTM;
+    constexpr int BM = c.bm, BN = c.bn, BK = c.bk, P = c.pad, ST = blocked_stages(c), TM = kBlockedTM;
+    constexpr int CS = kBlockedCopySteps;
     // 3 x 3 instantiations per row: the copy code of each operand is fixed
     // at compile time, so the main loop carries only the path it runs.
     with_mode(mode_a, [&](auto ma) {
       with_mode(mode_b, [&](auto mb) {
-        go(blocked_kernel<BM, BN, BK, TM, TN, P, ST, decltype(ma)::value, decltype(mb)::value>);
+        go(blocked_kernel<BM, BN, BK, TM, TN, P, ST, CS, decltype(ma)::value, decltype(mb)::value>);
       });
     });
   });

@@ -30,6 +30,10 @@ __device__ __forceinline__ void cp4(void* dst, const void* src, int src_bytes) {
                "r"(src_bytes));
 }
 
+__device__ __forceinline__ void cp4_u32(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+
 __device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
 // Wait until at most N committed groups are still in flight.

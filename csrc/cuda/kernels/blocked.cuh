@@ -28,12 +28,24 @@
 // are zero-filled by cp.async's src-size operand (a zero adds nothing to the
 // dot product), so any M, N, K >= 1 works; stores are predicated.
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 #include "async_copy.cuh"
 #include "common.cuh"
 
 namespace tilelab {
 namespace blocked_detail {
+
+// f(std::integral_constant<int, i>{}) for i = 0 .. N-1, unrolled at compile time.
+template <typename F, int... I>
+__device__ __forceinline__ void static_for_impl(F&& f, std::integer_sequence<int, I...>) {
+  (f(std::integral_constant<int, I>{}), ...);
+}
+template <int N, typename F>
+__device__ __forceinline__ void static_for(F&& f) {
+  static_for_impl(f, std::make_integer_sequence<int, N>{});
+}
 
 // How an operand tile is copied (chosen on the host per call, a template
 // parameter so the main loop holds only the copy code it runs):
@@ -48,78 +60,133 @@ namespace blocked_detail {
 // spilled 24 bytes; hence three instantiated modes.)
 constexpr int kCopyVec16 = 0, kCopyKFast = 1, kCopyCFast = 2;
 
-// Stage the kRows (k) x kCols (m or n) tile starting at (k0, c0) of an operand
-// whose element (k, c) sits at g[k * s_k + c * s_c], into smem[k][c] (row
-// stride kLd).
+// Copies of the kRows (k) x kCols (m or n) tile starting at (k0, c0) of an
+// operand whose element (k, c) sits at g[k * s_k + c * s_c], into smem[k][c]
+// (row stride kLd).
 //
-// Every thread copies kIters elements (or float4s); iteration `it` handles
-// element e = tid + it * kThreads. The (row, column) of e is written out in
-// terms of tid and the compile-time `it`, so that after unrolling the
-// per-thread part is loop-invariant (hoisted out of the k loop by the
-// compiler) and each copy costs one address add and one bounds test: the
-// first version looped from tid with run-time trip counts and spent ~150
-// integer instructions per k-tile on index math (SASS of run 2).
+// Every thread issues kIters copies (float4s for kCopyVec16, floats
+// otherwise). Copy `it` of a thread handles row r0 + drow(it), column
+// c0 + dcol(it): (r0, c0) depend on the thread only and (drow, dcol) on the
+// compile-time `it` only, so the per-thread part is computed once and every
+// copy lands at a constant offset from it in shared memory.
+//   kCopyVec16: a row's kCols/4 float4s go to consecutive threads;
+//   kCopyKFast: (s_k == 1) a warp covers 8 consecutive k (32-byte runs in
+//     global memory) of 4 consecutive m/n; with kLd = kCols + 4 its 32 stores
+//     hit 32 banks. A thread copies the same column for every 8-row k-chunk
+//     of the tile (the next copy is 32 bytes further in global memory), then
+//     moves kWarps * 4 columns on;
+//   kCopyCFast: element tid + it * kThreads of the row-major tile, lanes
+//     walking m/n.
+// Two ways to issue a range [kFrom, kTo) of them (the main loop spreads a
+// tile's copies over several k-steps):
+//   copy<>()     the general path: each copy tests its row against K and its
+//                column against C and zero-fills what is out of range
+//                (cp.async's src-size), reading nothing there;
+//   copy_in<>()  tiles whose k rows are all inside the operand and whose
+//                columns are too (kCopyKFast, kCopyCFast: the kernel shifts
+//                edge blocks so that they are, see kShifts) or are tested once
+//                per thread (kCopyVec16: a thread's column is the same for all
+//                its copies, so its byte count is fixed per block): no tests
+//                per copy, the source a fixed offset from a per-thread pointer
+//                (`origin`, advanced one tile per k-tile by the caller).
+//                Before it, the copy address math was ~200 of the 332
+//                non-FFMA instructions per k-tile of the 128x256 main loop
+//                (SASS, blocked/run5).
 template <int kRows, int kCols, int kLd, int kThreads, int kMode>
-__device__ __forceinline__ void load_tile(float* smem, const float* __restrict__ g, int64_t s_k,
-                                          int64_t s_c, int k0, int c0, int K, int C, int tid) {
+struct TileCopy {
   static_assert(kThreads % 32 == 0, "blocked: whole warps copy");
   static_assert(kMode >= kCopyVec16 && kMode <= kCopyCFast, "blocked: copy mode");
-  if constexpr (kMode == kCopyVec16) {
-    // s_c == 1 and 16-byte alignment guaranteed by the host.
-    constexpr int kVecsPerRow = kCols / 4;
-    constexpr int kIters = kRows * kVecsPerRow / kThreads;
-    static_assert(kIters * kThreads == kRows * kVecsPerRow, "blocked: every thread copies the same number of float4s");
-    static_assert(kThreads % kVecsPerRow == 0, "blocked: a thread keeps its float4 column across iterations");
-    const int c = (tid % kVecsPerRow) * 4, r0 = tid / kVecsPerRow;
-    const int gc = c0 + c;
-    const int cvalid = min(max(C - gc, 0), 4);
-    const float* src0 = g + static_cast<int64_t>(k0 + r0) * s_k + gc;
-#pragma unroll
-    for (int it = 0; it < kIters; ++it) {
-      const int r = r0 + it * (kThreads / kVecsPerRow);
-      const int valid = k0 + r < K ? cvalid : 0;
-      const float* src = valid > 0 ? src0 + static_cast<int64_t>(it * (kThreads / kVecsPerRow)) * s_k : g;
-      async_copy::cp16(smem + r * kLd + c, src, valid * 4);
-    }
-  } else {
-    constexpr int kElems = kRows * kCols;
-    constexpr int kIters = kElems / kThreads;
-    static_assert(kIters * kThreads == kElems, "blocked: every thread copies the same number of floats");
-    static_assert(kRows % 8 == 0 && kCols % 4 == 0, "blocked: the k-fast copy walks 8 k x 4 m chunks");
-    if constexpr (kMode == kCopyKFast) {
-      // Warp chunk ch = e / 32 covers 8 consecutive k (32-byte runs in global
-      // memory) of 4 consecutive m/n: with kLd = kCols + 4 its 32 stores hit
-      // 32 banks. Chunks are numbered k-chunk fastest; since the warp count is
-      // a multiple of the k-chunks per tile, a thread's k row is fixed and
-      // its column advances by a constant per iteration.
-      constexpr int kKChunks = kRows / 8, kWarps = kThreads / 32;
-      static_assert(kWarps % kKChunks == 0, "blocked: a thread keeps its k row across iterations");
-      constexpr int kColStep = kWarps / kKChunks * 4;
-      const int w = tid / 32;
-      const int r = (w % kKChunks) * 8 + tid % 8;
-      const int c = (w / kKChunks) * 4 + (tid / 8) % 4;
-      const bool k_ok = k0 + r < K;
-      const float* src0 = g + static_cast<int64_t>(k0 + r) * s_k + static_cast<int64_t>(c0 + c) * s_c;
-      const int64_t step = static_cast<int64_t>(kColStep) * s_c;
-#pragma unroll
-      for (int it = 0; it < kIters; ++it) {
-        const bool ok = k_ok && c0 + c + it * kColStep < C;
-        async_copy::cp4(smem + r * kLd + c + it * kColStep, ok ? src0 + it * step : g, ok ? 4 : 0);
-      }
-    } else {
-      static_assert(kThreads % kCols == 0 || kCols % kThreads == 0, "blocked: simple row walk");
-#pragma unroll
-      for (int it = 0; it < kIters; ++it) {
-        const int e = tid + it * kThreads;
-        const int r = e / kCols, c = e % kCols;
-        const int gk = k0 + r, gc = c0 + c;
-        const bool ok = gk < K && gc < C;
-        const float* src = ok ? g + static_cast<int64_t>(gk) * s_k + static_cast<int64_t>(gc) * s_c : g;
-        async_copy::cp4(smem + r * kLd + c, src, ok ? 4 : 0);
-      }
-    }
+  static constexpr int kWidth = kMode == kCopyVec16 ? 4 : 1;  // floats per copy
+  static constexpr int kIters = kRows * kCols / (kWidth * kThreads);
+  static_assert(kIters * kWidth * kThreads == kRows * kCols, "blocked: every thread copies the same amount");
+  static constexpr int kWarps = kThreads / 32, kKChunks = kRows / 8;
+  static constexpr int kVecsPerRow = kCols / 4;
+
+  static __device__ __forceinline__ int row0(int tid) {
+    if constexpr (kMode == kCopyVec16) return tid / kVecsPerRow;
+    else if constexpr (kMode == kCopyKFast) return tid % 8;
+    else return kThreads >= kCols ? tid / kCols : 0;
   }
-}
+  static __device__ __forceinline__ int col0(int tid) {
+    if constexpr (kMode == kCopyVec16) return (tid % kVecsPerRow) * 4;
+    else if constexpr (kMode == kCopyKFast) return (tid / 32) * 4 + (tid / 8) % 4;
+    else return kThreads >= kCols ? tid % kCols : tid;
+  }
+  static constexpr int drow(int it) {
+    if constexpr (kMode == kCopyVec16) return it * (kThreads / kVecsPerRow);
+    else if constexpr (kMode == kCopyKFast) return (it % kKChunks) * 8;
+    else return kThreads >= kCols ? it * (kThreads / kCols) : it / (kCols / kThreads);
+  }
+  static constexpr int dcol(int it) {
+    if constexpr (kMode == kCopyVec16) return 0;
+    else if constexpr (kMode == kCopyKFast) return (it / kKChunks) * kWarps * 4;
+    else return kThreads >= kCols ? 0 : (it % (kCols / kThreads)) * kThreads;
+  }
+  static_assert(kMode != kCopyVec16 || kThreads % kVecsPerRow == 0, "blocked: float4 copies keep their column");
+  static_assert(kMode != kCopyKFast || (kRows % 8 == 0 && kCols % (kWarps * 4) == 0),
+                "blocked: the k-fast copy walks 8 k x 4 m chunks");
+  static_assert(kMode != kCopyCFast || kThreads % kCols == 0 || kCols % kThreads == 0, "blocked: simple row walk");
+
+  // Where this thread's copy 0 of the tile at (k0, c0) reads, for copy_in<>.
+  // A float4 column past the operand's edge (kCopyVec16) reads column 0 of its
+  // row instead (a valid address; column_bytes() is 0 there, so nothing is read).
+  static __device__ __forceinline__ const float* origin(const float* g, int64_t s_k, int64_t s_c, int k0, int c0,
+                                                        int C, int tid) {
+    int c = c0 + col0(tid);
+    if constexpr (kMode == kCopyVec16) c = c < C ? c : 0;
+    return g + static_cast<int64_t>(k0 + row0(tid)) * s_k + static_cast<int64_t>(c) * s_c;
+  }
+  // Bytes each copy_in copy of this thread reads: kCopyVec16 clips its float4
+  // at the operand's edge; the other modes need whole columns (see kShifts).
+  static __device__ __forceinline__ int column_bytes(int c0, int C, int tid) {
+    if constexpr (kMode == kCopyVec16) return 4 * min(max(C - (c0 + col0(tid)), 0), 4);
+    else return 4;
+  }
+  // Whether the kernel must shift an edge block back onto the operand (so that
+  // every column of its tile exists) before copy_in may copy it.
+  static constexpr bool kShifts = kMode != kCopyVec16;
+
+  // The source offset of copy `it` from the origin: one run-time stride at
+  // most (s_c == 1 for kCopyVec16, s_k == 1 for kCopyKFast).
+  template <int it>
+  static __device__ __forceinline__ int64_t offset(int64_t s_k, int64_t s_c) {
+    if constexpr (kMode == kCopyVec16) return static_cast<int64_t>(drow(it)) * s_k;
+    else if constexpr (kMode == kCopyKFast) return drow(it) + static_cast<int64_t>(dcol(it)) * s_c;
+    else return static_cast<int64_t>(drow(it)) * s_k + static_cast<int64_t>(dcol(it)) * s_c;
+  }
+  // smem_thread: this thread's copy-0 destination as a shared-window address;
+  // copy `it` lands at a constant offset from it.
+  template <int it>
+  static __device__ __forceinline__ void cp(uint32_t smem_thread, const float* src, int bytes) {
+    const uint32_t dst = smem_thread + static_cast<uint32_t>(sizeof(float) * (drow(it) * kLd + dcol(it)));
+    if constexpr (kWidth == 4) async_copy::cp16_u32(dst, src, bytes);
+    else async_copy::cp4_u32(dst, src, bytes);
+  }
+
+  template <int kFrom, int kTo>
+  static __device__ __forceinline__ void copy_in(float* smem, const float* origin, int64_t s_k, int64_t s_c,
+                                                 int bytes, int tid) {
+    const uint32_t st = async_copy::smem_addr(smem + row0(tid) * kLd + col0(tid));
+    static_for<kTo - kFrom>([&](auto i) {
+      constexpr int it = kFrom + decltype(i)::value;
+      cp<it>(st, origin + offset<it>(s_k, s_c), kMode == kCopyVec16 ? bytes : 4);
+    });
+  }
+
+  template <int kFrom, int kTo>
+  static __device__ __forceinline__ void copy(float* smem, const float* __restrict__ g, int64_t s_k, int64_t s_c,
+                                              int k0, int c0, int K, int C, int tid) {
+    const int r = k0 + row0(tid), c = c0 + col0(tid);
+    const uint32_t st = async_copy::smem_addr(smem + row0(tid) * kLd + col0(tid));
+    static_for<kTo - kFrom>([&](auto i) {
+      constexpr int it = kFrom + decltype(i)::value;
+      const int gr = r + drow(it), gc = c + dcol(it);
+      const int valid = gr < K ? min(max(C - gc, 0), kWidth) : 0;
+      const float* src = valid > 0 ? g + static_cast<int64_t>(gr) * s_k + static_cast<int64_t>(gc) * s_c : g;
+      cp<it>(st, src, 4 * valid);
+    });
+  }
+};
 
 }  // namespace blocked_detail
 
@@ -142,27 +209,69 @@ struct BlockedShape {
   static_assert(kStages >= 2, "blocked: a pipeline needs at least two stages");
 };
 
-template <int BM, int BN, int BK, int TM, int TN, int kPad, int kStages, int kModeA, int kModeB>
+// The main loop (the structure of CUTLASS's multistage SIMT mainloop):
+//   - fragments are double-buffered in registers: the shared loads of k-step
+//     k+1 are issued before the FMAs of step k;
+//   - the wait for the next stage and the block barrier sit *before the last
+//     k-step* of a tile, so the first fragments of the next tile are loaded
+//     while the FMAs of that last step run. (The first version put the barrier
+//     at the top of the tile and then waited for the tile's first shared loads
+//     with nothing to issue: ncu counted 0.12 short-scoreboard stalls per
+//     issued instruction, blocked/run5.)
+//   - the cp.async copies of the tile kStages-1 ahead are spread over the
+//     first kCopySteps k-steps, between the FMAs, rather than issued in a burst
+//     after the barrier (a burst delayed the first shared loads: run 5);
+//   - tiles whose BK rows of k all exist are copied by TileCopy::copy_in (no
+//     per-copy tests; edge blocks shifted back onto the operands where needed),
+//     in a loop of their own; the rest (the K tail, the tiles past the end that
+//     keep the wait count uniform, operands narrower than one tile) by the
+//     predicated TileCopy::copy.
+template <int BM, int BN, int BK, int TM, int TN, int kPad, int kStages, int kCopySteps, int kModeA, int kModeB>
 __global__ void __launch_bounds__(BlockedShape<BM, BN, BK, TM, TN, kPad, kStages>::kThreads,
                       BlockedShape<BM, BN, BK, TM, TN, kPad, kStages>::kMinBlocks)
     blocked_kernel(GemmArgs<float> p) {
   using S = BlockedShape<BM, BN, BK, TM, TN, kPad, kStages>;
   using namespace blocked_detail;
+  using CopyA = TileCopy<BK, BM, S::kLdA, S::kThreads, kModeA>;
+  using CopyB = TileCopy<BK, BN, S::kLdB, S::kThreads, kModeB>;
+  static_assert(kCopySteps >= 1 && kCopySteps < BK, "blocked: copies spread over 1..BK-1 k-steps");
+  constexpr int kNA = CopyA::kIters, kCopies = CopyA::kIters + CopyB::kIters;
   extern __shared__ __align__(16) float smem[];
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int ly = lane / 8, lx = lane % 8;  // lane position in the warp's 4 x 8 grid
   const int wm0 = (warp / S::kWarpsN) * S::kWM, wn0 = (warp % S::kWarpsN) * S::kWN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN, bz = blockIdx.z;
+  // This block's outputs start at (m_lo, n_lo). An edge block of an operand
+  // copied by columns (CopyX::kShifts) works on the last whole tile instead,
+  // (m0, n0) <= (m_lo, n_lo), when the operand holds one: its copies then stay
+  // inside the operand and take copy_in, and the epilogue stores only its own
+  // outputs (m >= m_lo, n >= n_lo). The rows it computes twice cost nothing
+  // extra: the zero-filled rows of an unshifted edge tile cost the same FMAs.
+  const int m_lo = blockIdx.x * BM, n_lo = blockIdx.y * BN, bz = blockIdx.z;
+  const int m0 = CopyA::kShifts && p.M >= BM ? min(m_lo, p.M - BM) : m_lo;
+  const int n0 = CopyB::kShifts && p.N >= BN ? min(n_lo, p.N - BN) : n_lo;
   const float* A = p.a + bz * p.sa_b;
   const float* B = p.b + bz * p.sb_b;
 
   auto stage_a = [&](int s) { return smem + s * S::kStageFloats; };
   auto stage_b = [&](int s) { return smem + s * S::kStageFloats + BK * S::kLdA; };
-  auto load = [&](int kt, int s) {
+  // Copies number kFrom..kTo-1 of a tile (A's first, then B's), predicated.
+  auto load_part = [&](auto from, auto to, int kt, int s) {
+    constexpr int kFrom = decltype(from)::value, kTo = decltype(to)::value;
     const int k0 = kt * BK;
-    load_tile<BK, BM, S::kLdA, S::kThreads, kModeA>(stage_a(s), A, p.sa_k, p.sa_m, k0, m0, p.K, p.M, tid);
-    load_tile<BK, BN, S::kLdB, S::kThreads, kModeB>(stage_b(s), B, p.sb_k, p.sb_n, k0, n0, p.K, p.N, tid);
+    CopyA::template copy<(kFrom < kNA ? kFrom : kNA), (kTo < kNA ? kTo : kNA)>(stage_a(s), A, p.sa_k, p.sa_m, k0, m0,
+                                                                              p.K, p.M, tid);
+    CopyB::template copy<(kFrom > kNA ? kFrom - kNA : 0), (kTo > kNA ? kTo - kNA : 0)>(stage_b(s), B, p.sb_k, p.sb_n,
+                                                                                      k0, n0, p.K, p.N, tid);
+  };
+  // The same for a tile wholly inside both operands, from the thread's origins.
+  const int bytes_a = CopyA::column_bytes(m0, p.M, tid), bytes_b = CopyB::column_bytes(n0, p.N, tid);
+  auto load_part_in = [&](auto from, auto to, const float* oa, const float* ob, int s) {
+    constexpr int kFrom = decltype(from)::value, kTo = decltype(to)::value;
+    CopyA::template copy_in<(kFrom < kNA ? kFrom : kNA), (kTo < kNA ? kTo : kNA)>(stage_a(s), oa, p.sa_k, p.sa_m,
+                                                                                 bytes_a, tid);
+    CopyB::template copy_in<(kFrom > kNA ? kFrom - kNA : 0), (kTo > kNA ? kTo - kNA : 0)>(stage_b(s), ob, p.sb_k,
+                                                                                         p.sb_n, bytes_b, tid);
   };
 
   float acc[TM][TN];
@@ -172,46 +281,79 @@ __global__ void __launch_bounds__(BlockedShape<BM, BN, BK, TM, TN, kPad, kStages
     for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
 
   const int ktiles = (p.K + BK - 1) / BK;
-  // Prologue: kStages-1 tiles in flight. One commit per slot, empty or not,
-  // so wait_group<kStages-2> below always means "tile kt has landed".
+  // Prologue: kStages-1 tiles in flight. One commit per tile, also for tiles
+  // past the end (zero-filled, never read), so wait<kStages-2> always means
+  // "the oldest tile not yet read has landed".
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < ktiles) load(s, s);
+    load_part(std::integral_constant<int, 0>{}, std::integral_constant<int, kCopies>{}, s, s);
     async_copy::commit();
   }
+  async_copy::wait<kStages - 2>();
+  __syncthreads();
 
-  for (int kt = 0; kt < ktiles; ++kt) {
-    async_copy::wait<kStages - 2>();
-    // Tile kt is visible to all, and everyone has finished reading tile kt-1,
-    // whose stage the prefetch below overwrites.
-    __syncthreads();
-    if (kt + kStages - 1 < ktiles) load(kt + kStages - 1, (kt + kStages - 1) % kStages);
-    async_copy::commit();
+  float a[2][TM], b[2][TN];
+  const float* frag_a = smem + wm0 + ly * 4;
+  const float* frag_b = smem + BK * S::kLdA + wn0 + lx * 4;
+  auto frag = [&](int s, int k, float* fa, float* fb) {
+    const float* as = frag_a + s * S::kStageFloats + k * S::kLdA;
+    const float* bs = frag_b + s * S::kStageFloats + k * S::kLdB;
+#pragma unroll
+    for (int i = 0; i < TM / 4; ++i)
+      *reinterpret_cast<float4*>(&fa[4 * i]) = *reinterpret_cast<const float4*>(as + i * 16);
+#pragma unroll
+    for (int j = 0; j < TN / 4; ++j)
+      *reinterpret_cast<float4*>(&fb[4 * j]) = *reinterpret_cast<const float4*>(bs + j * 32);
+  };
+  int read_stage = 0, write_stage = kStages - 1;
+  frag(read_stage, 0, a[0], b[0]);
 
-    const float* as = stage_a(kt % kStages) + wm0 + ly * 4;
-    const float* bs = stage_b(kt % kStages) + wn0 + lx * 4;
-    // Fragments double-buffered in registers: the shared loads of step k+1
-    // are issued before the FMAs of step k, so their latency hides behind
-    // TM*TN independent FMAs even with only 2 warps per scheduler.
-    float a[2][TM], b[2][TN];
-    auto frag = [&](int k, float* fa, float* fb) {
-#pragma unroll
-      for (int i = 0; i < TM / 4; ++i)
-        *reinterpret_cast<float4*>(&fa[4 * i]) = *reinterpret_cast<const float4*>(as + k * S::kLdA + i * 16);
-#pragma unroll
-      for (int j = 0; j < TN / 4; ++j)
-        *reinterpret_cast<float4*>(&fb[4 * j]) = *reinterpret_cast<const float4*>(bs + k * S::kLdB + j * 32);
-    };
-    frag(0, a[0], b[0]);
-#pragma unroll
-    for (int k = 0; k < BK; ++k) {
-      if (k + 1 < BK) frag(k + 1, a[(k + 1) % 2], b[(k + 1) % 2]);
+  // One k-tile: BK k-steps of FMAs; its copies go to the tile kStages-1 ahead
+  // through `copy_part(from, to)`.
+  auto tile = [&](auto&& copy_part) {
+    static_for<BK>([&](auto kc) {
+      constexpr int k = decltype(kc)::value;
+      if constexpr (k == BK - 1) {
+        // Tile kt+1 has landed and is visible to all; everyone has read its
+        // last fragments of tile kt, so the copies issued from the next
+        // tile's first steps may overwrite tile kt's stage.
+        async_copy::wait<kStages - 2>();
+        __syncthreads();
+        read_stage = read_stage + 1 == kStages ? 0 : read_stage + 1;
+      }
+      // Fragments of step k+1: the next tile's first step when k == BK-1
+      // (after the last tile, of a stage nobody uses: harmless).
+      frag(read_stage, (k + 1) % BK, a[(k + 1) % 2], b[(k + 1) % 2]);
+      if constexpr (k < kCopySteps) {
+        copy_part(std::integral_constant<int, k * kCopies / kCopySteps>{},
+                  std::integral_constant<int, (k + 1) * kCopies / kCopySteps>{});
+        if constexpr (k == kCopySteps - 1) {
+          async_copy::commit();
+          write_stage = write_stage + 1 == kStages ? 0 : write_stage + 1;
+        }
+      }
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[k % 2][i], b[k % 2][j], acc[i][j]);
+    });
+  };
+
+  // Tiles kt < kt_in prefetch a tile (kt + kStages - 1) that copy_in can copy.
+  const bool block_in = (!CopyA::kShifts || m0 + BM <= p.M) && (!CopyB::kShifts || n0 + BN <= p.N);
+  const int kt_in = block_in ? max(0, p.K / BK - (kStages - 1)) : 0;
+  int kt = 0;
+  if (kt_in > 0) {
+    const float* oa = CopyA::origin(A, p.sa_k, p.sa_m, (kStages - 1) * BK, m0, p.M, tid);
+    const float* ob = CopyB::origin(B, p.sb_k, p.sb_n, (kStages - 1) * BK, n0, p.N, tid);
+    const int64_t step_a = BK * p.sa_k, step_b = BK * p.sb_k;
+    for (; kt < kt_in; ++kt) {
+      tile([&](auto from, auto to) { load_part_in(from, to, oa, ob, write_stage); });
+      oa += step_a;
+      ob += step_b;
     }
   }
+  for (; kt < ktiles; ++kt) tile([&](auto from, auto to) { load_part(from, to, kt + kStages - 1, write_stage); });
   async_copy::wait<0>();  // no copy may still target shared memory when the block exits
 
   // Epilogue: 4 consecutive n per (row, 4x4 block). float4 stores when no bias
@@ -222,19 +364,21 @@ __global__ void __launch_bounds__(BlockedShape<BM, BN, BK, TM, TN, kPad, kStages
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
     const int m = m0 + wm0 + (i / 4) * 16 + ly * 4 + i % 4;
-    if (m >= p.M) continue;
+    if (m >= p.M || m < m_lo) continue;
 #pragma unroll
     for (int j = 0; j < TN / 4; ++j) {
       const int n = n0 + wn0 + j * 32 + lx * 4;
+      // vec_c implies N % 4 == 0, so a shift n_lo - n0 = n_lo - (N - BN) is a
+      // multiple of 4 and no float4 straddles n_lo.
       if (vec_c) {
-        if (n < p.N) {
+        if (n < p.N && n >= n_lo) {
           float4 v = make_float4(acc[i][4 * j], acc[i][4 * j + 1], acc[i][4 * j + 2], acc[i][4 * j + 3]);
           *reinterpret_cast<float4*>(p.c + bz * p.sc_b + static_cast<int64_t>(m) * p.sc_m + n) = v;
         }
       } else {
 #pragma unroll
         for (int jj = 0; jj < 4; ++jj)
-          if (n + jj < p.N) store_output(p, bz, m, n + jj, acc[i][4 * j + jj]);
+          if (n + jj < p.N && n + jj >= n_lo) store_output(p, bz, m, n + jj, acc[i][4 * j + jj]);
       }
     }
   }
