@@ -13,12 +13,12 @@ namespace {
 
 // What the table row does not spell out, derived from it: every thread holds
 // an 8 x TN register tile (TN = 16 for the 256-thread 128x256 tile, 8 for the
-// 128-thread 64x128 one, 4 for the 128-thread 64x64 one); the pipeline is 4 stages deep at BK = 8 and 3 at
-// BK = 16 (32-48 k of copies in flight); a tile's copies are spread over its
-// first 2 k-steps. Measured on an H200 with the standalone sweep
-// (benchmarks/tuning/blocked_variants/, results in blocked/run6/): 128x256,
-// 4096^3: BK=8/4 stages/2 copy steps 2.814 ms, BK=8/5/2 2.816, BK=16/3/2
-// 2.906, BK=16/4/2 2.951, BK=8/4/1 3.020.
+// 128-thread 64x128 one, 4 for the 128-thread 64x64 one); the pipeline is 4
+// stages deep at BK = 8 and 3 at BK = 16 (32-48 k of copies in flight); a
+// tile's copies are spread over its first 2 k-steps. Measured on an H200 with
+// the standalone sweep (benchmarks/tuning/blocked_variants/, results in
+// blocked/run6/): 128x256, 4096^3: BK=8/4 stages/2 copy steps 2.814 ms,
+// BK=8/5/2 2.816, BK=16/3/2 2.906, BK=16/4/2 2.951, BK=8/4/1 3.020.
 constexpr int kBlockedTM = 8;
 constexpr int kBlockedCopySteps = 2;
 constexpr int blocked_stages(const KernelConfig& c) { return c.bk <= 8 ? 4 : 3; }
