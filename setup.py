@@ -6,8 +6,10 @@ else a CppExtension with the CPU kernel only. Whether a GPU is visible does not
 matter: a machine with nvcc and no GPU still compiles and links the CUDA
 kernels. TILELAB_CPU_ONLY=1 forces the CPU-only build.
 
-Build with `pip install --no-build-isolation -e .`: build isolation would
-install a second, different torch to build against. TORCH_CUDA_ARCH_LIST picks
+Build with `make build` (an in-place build_ext into a persistent build/
+folder: ninja then recompiles only what changed) or `pip install
+--no-build-isolation -e .` (build isolation would install a second, different
+torch to build against). TORCH_CUDA_ARCH_LIST picks
 the GPU architectures (e.g. "9.0"); unset and with no GPU visible,
 cpp_extension compiles for every architecture it knows, which is slow.
 TILELAB_PTXAS_VERBOSE=1 prints ptxas' register/spill report per kernel.
@@ -58,14 +60,15 @@ def _extension():
     sources = rel("csrc/*.cpp") + rel("csrc/cpu/*.cpp")
     cxx = ["-O3"]
     if _use_cuda():
-        # One translation unit per kernel family: ninja builds them in parallel.
-        sources += rel("csrc/cuda/*.cu")
+        # One translation unit per kernel family (launch_<family>.cu): ninja
+        # builds them in parallel; the host path and the chooser are C++.
+        sources += rel("csrc/cuda/*.cpp") + rel("csrc/cuda/*.cu")
         nvcc = ["-O3", "-lineinfo", "--expt-relaxed-constexpr"]
         if _flag("TILELAB_PTXAS_VERBOSE"):
             nvcc.append("-Xptxas=-v")
         macros = [("TILELAB_WITH_CUDA", "1")]
         if _arch_list_with_sm90a():
-            macros.append(("TILELAB_SM90A", "1"))  # configs.h: the hopper rows are compiled
+            macros.append(("TILELAB_SM90A", "1"))  # families.h: the hopper family is compiled
         return cpp_extension.CUDAExtension(
             "tilelab_torch._C",
             sources,

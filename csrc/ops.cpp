@@ -1,14 +1,14 @@
 // Every schema of the tilelab library, in one place. Backends register only
-// implementations: csrc/cpu/tiled_mm_cpu.cpp and batched_cpu.cpp (CPU),
-// csrc/cuda/tiled_mm.cu and batched.cu (CUDA), csrc/autocast.cpp (autocast);
-// the fake (meta) and autograd rules live in tilelab_torch/ops.py and batched.py.
+// implementations: csrc/cpu/ops_cpu.cpp (CPU), csrc/cuda/ops_cuda.cpp (CUDA),
+// csrc/autocast.cpp (autocast); the fake (meta) and autograd rules live in
+// tilelab_torch/ops.py.
 #include <Python.h>
 #include <torch/library.h>
 
 #include <sstream>
 #include <string>
 
-#include "cuda/configs.h"
+#include "cuda/table.h"
 
 // `import tilelab_torch._C` loads this library, which runs the registrations
 // below. No Python bindings: the ops are reached through torch.ops.tilelab.
@@ -22,24 +22,17 @@ PyObject* PyInit__C(void) {
 namespace tilelab {
 namespace {
 
-bool built_with_cuda() {
-#ifdef TILELAB_WITH_CUDA
-  return true;
-#else
-  return false;
-#endif
-}
-
 // The config table as JSON, for tilelab_torch.kernels().
 std::string kernel_table_json() {
   std::ostringstream os;
-  os << "{\"built_with_cuda\": " << (built_with_cuda() ? "true" : "false") << ", \"configs\": [";
+  os << "{\"built_with_cuda\": " << (kBuiltWithCuda ? "true" : "false") << ", \"configs\": [";
   for (int i = 0; i < kNumConfigs; ++i) {
     const KernelConfig& c = kConfigs[i];
     os << (i ? ", " : "") << "{\"name\": \"" << c.name << "\", \"variant\": \"" << c.variant
        << "\", \"family\": \"" << family_name(c.family) << "\", \"tile\": " << c.tile
        << ", \"bm\": " << c.bm << ", \"bn\": " << c.bn << ", \"bk\": " << c.bk
-       << ", \"threads\": " << c.threads << ", \"pad\": " << c.pad << ", \"min_sm\": " << c.min_sm
+       << ", \"warps\": [" << c.warps_m << ", " << c.warps_n << "], \"threads\": " << c.threads
+       << ", \"stages\": " << c.stages << ", \"pad\": " << c.pad << ", \"min_sm\": " << c.min_sm
        << ", \"dtypes\": [";
     bool first = true;
     for (auto t : {c10::ScalarType::Float, c10::ScalarType::Double, c10::ScalarType::Half,
@@ -48,8 +41,7 @@ std::string kernel_table_json() {
       os << (first ? "" : ", ") << "\"" << dtype_str(t) << "\"";
       first = false;
     }
-    // The hopper rows exist only in sm_90a builds (configs.h: kBuiltForSm90a).
-    const bool compiled = built_with_cuda() && (c.family != Family::Hopper || kBuiltForSm90a);
+    const bool compiled = family_compiled(c.family);
     os << "], \"tf32\": " << (c.tf32 ? "true" : "false") << ", \"compiled\": " << (compiled ? "true" : "false")
        << ", \"summary\": \"" << c.summary
        << "\"}";
@@ -62,7 +54,7 @@ std::string kernel_table_json() {
 
 TORCH_LIBRARY(tilelab, m) {
   m.def("tiled_mm(Tensor a, Tensor b, *, str? variant=None, int? tile=None) -> Tensor");
-  // B x M x K @ B x K x N, the batch as the kernels' grid z (csrc/cuda/batched.cu).
+  // B x M x K @ B x K x N; a stride-0 (broadcast) batch is read in place.
   m.def("tiled_bmm(Tensor a, Tensor b, *, str? variant=None, int? tile=None) -> Tensor");
   // a @ b + bias, bias broadcast to (M, N) like torch.addmm, added in the epilogue.
   m.def("tiled_addmm(Tensor bias, Tensor a, Tensor b, *, str? variant=None, int? tile=None) -> Tensor");

@@ -46,7 +46,7 @@ HALF = [torch.bfloat16, torch.float16]
 @functools.lru_cache(maxsize=None)
 def kernel_runs_here(kernel) -> str:
     """Why a CUDA config cannot run on this machine's GPU 0, or "" if it can: the
-    dispatcher's own answer (configs.h: unsupported_reason), asked through explain()."""
+    dispatcher's own answer (chooser.cpp: cannot_run), asked through explain()."""
     x = torch.empty(1, 1, device="cuda", dtype=kernel.dtypes[0])
     try:
         with precision_for(kernel):

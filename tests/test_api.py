@@ -198,6 +198,26 @@ def test_kernels_table():
     assert tilelab_torch.kernels("cpu")[0].name == "cpu"
 
 
+def test_kernels_table_columns():
+    """The columns a kernel reads: names carry the block tile, warp grids fill the
+    thread count, pipelines have stages, and the padding is what the kernels use."""
+    for k in tilelab_torch.kernels("cuda"):
+        bm, bn, bk = k.block
+        assert k.name.endswith(f"{bm}x{bn}" + (f"x{bk}" if bk else "")), k
+        wm, wn = k.warps
+        if wm:  # MMA/FMA warps (hopper adds a producer warpgroup of 128 threads)
+            assert k.threads == 32 * wm * wn + (128 if k.family == "hopper" else 0), k
+        else:   # one thread per output
+            assert k.threads == bm * bn, k
+        if k.family in ("blocked", "tensorcore", "hopper"):
+            assert k.stages >= 3, k
+        # shared rows of 16 bytes (k-contiguous half and TF32 tiles), none for the swizzled hopper stages
+        if k.family == "tensorcore":
+            assert k.pad * (4 if k.tf32 else 2) == 16, k
+        if k.family == "hopper":
+            assert k.pad == 0, k
+
+
 def test_cuda_kernels_were_compiled():
     """CI has nvcc and a CUDA build of torch but no GPU: the CUDA kernels must still be built."""
     want = (torch.version.cuda is not None

@@ -113,7 +113,7 @@ def test_blocked_aligned_copy_path(config):
 @pytest.mark.gpu
 def test_auto_fp32_uses_blocked_by_estimated_time(highest):
     """At full fp32 precision the dispatcher picks among the blocked rows by its
-    estimate (rounds of tiles per SM x tile size / measured rate, configs.h) and
+    estimate (rounds of tiles per SM x tile size / measured rate, chooser.cpp) and
     says so; a skinny product goes to the small 64x64 tile on any GPU with at
     least 64 SMs (its 64 tiles fill one round, the wider tiles' rounds cost more)."""
     for M, N, K in [(4096, 4096, 4096), (1000, 1000, 1000), (8, 4096, 4096), (3072, 3072, 64)]:

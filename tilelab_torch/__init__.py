@@ -12,8 +12,7 @@
 import torch  # noqa: F401  (loads libtorch before our extension)
 
 from . import _C  # noqa: F401  (registers torch.ops.tilelab.*)
-from .ops import Explanation, KernelInfo, built_with_cuda, explain, kernels, tiled_mm
-from .batched import tiled_addmm, tiled_bmm
+from .ops import Explanation, KernelInfo, built_with_cuda, explain, kernels, tiled_addmm, tiled_bmm, tiled_mm
 from .nn import TiledLinear, swap_linear, use_tiled
 
 __all__ = [

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.overrides import TorchFunctionMode
 
-from .ops import SUPPORTED_DTYPES
+from .ops import SUPPORTED_DTYPES, bias_broadcasts
 
 
 class TiledLinear(nn.Linear):
@@ -146,9 +146,7 @@ class use_tiled(TorchFunctionMode):
     def _addmm(self, bias, a, b, *rest, beta=1, alpha=1, **kw):
         if rest or kw or beta != 1 or alpha != 1 or not self._ok(bias, a, b) or a.dim() != 2 or b.dim() != 2:
             return NotImplemented
-        M, N = a.shape[0], b.shape[1]
-        if bias.dim() > 2 or (bias.dim() >= 1 and bias.shape[-1] not in (1, N)) or (
-                bias.dim() == 2 and bias.shape[0] not in (1, M)):
+        if not bias_broadcasts(bias, a.shape[0], b.shape[1]):
             return NotImplemented
         return torch.ops.tilelab.tiled_addmm.default(bias, a, b, **self._kw())
 

@@ -1,4 +1,9 @@
-"""Typed wrappers, fake (meta) kernels and autograd rules for torch.ops.tilelab."""
+"""Typed wrappers, fake (meta) kernels and autograd rules for torch.ops.tilelab.
+
+The CPU/CUDA kernels are registered by the extension (csrc/cpu/ops_cpu.cpp,
+csrc/cuda/ops_cuda.cpp), the autocast rules (cast as for torch.mm) by
+csrc/autocast.cpp.
+"""
 from __future__ import annotations
 
 import functools
@@ -35,18 +40,53 @@ def tiled_mm(a: Tensor, b: Tensor, *, variant: Optional[str] = None, tile: Optio
     return torch.ops.tilelab.tiled_mm.default(a, b, variant=variant, tile=tile)
 
 
-def _check_mm_args(a: Tensor, b: Tensor) -> None:
-    torch._check(a.dim() == 2 and b.dim() == 2,
-                 lambda: f"tilelab::tiled_mm: expected 2-D tensors, got a of shape {list(a.shape)} "
+def tiled_bmm(a: Tensor, b: Tensor, *, variant: Optional[str] = None, tile: Optional[int] = None) -> Tensor:
+    """Batched product ``a @ b`` with tilelab's kernels; the semantics of :func:`torch.bmm`.
+
+    Args:
+        a: ``(B, M, K)`` tensor, float32, float64, float16 or bfloat16.
+        b: ``(B, K, N)`` tensor of the same dtype and device.
+        variant, tile: as for :func:`tiled_mm`.
+
+    Returns:
+        A new contiguous ``(B, M, N)`` tensor. Each matrix may be row- or
+        column-major with any batch stride, including 0 (``x.expand(B, -1, -1)``):
+        such operands are read in place, anything else costs one contiguous copy.
+        Differentiable.
+    """
+    return torch.ops.tilelab.tiled_bmm.default(a, b, variant=variant, tile=tile)
+
+
+def tiled_addmm(bias: Tensor, a: Tensor, b: Tensor, *, variant: Optional[str] = None,
+                tile: Optional[int] = None) -> Tensor:
+    """``a @ b + bias`` with the bias added in the kernel's epilogue; :func:`torch.addmm` with beta = alpha = 1.
+
+    Args:
+        bias: broadcastable to ``(M, N)`` like torch.addmm's input: ``()``, ``(N,)``,
+            ``(1, N)``, ``(M, 1)``, ``(M, N)``; same dtype and device as ``a``.
+        a: ``(M, K)``; b: ``(K, N)``.
+        variant, tile: as for :func:`tiled_mm`.
+
+    Returns:
+        A new contiguous ``(M, N)`` tensor; the sum is rounded once (accumulator
+        plus bias, then to the dtype). Differentiable.
+    """
+    return torch.ops.tilelab.tiled_addmm.default(bias, a, b, variant=variant, tile=tile)
+
+
+# ---------------------------------------------------------------- fake kernels
+# The same rules, in the same words, as check_gemm_inputs in csrc/gemm.h: one
+# helper per rule, shared by the three ops.
+def _check_operands(op: str, a: Tensor, b: Tensor, batched: bool) -> None:
+    d = 3 if batched else 2
+    torch._check(a.dim() == d and b.dim() == d,
+                 lambda: f"tilelab::{op}: expected {d}-D tensors, got a of shape {list(a.shape)} "
                          f"and b of shape {list(b.shape)}")
-    torch._check(a.shape[1] == b.shape[0],
-                 lambda: f"tilelab::tiled_mm: inner dimensions differ: a is {list(a.shape)} and b is "
-                         f"{list(b.shape)}")
-    check_same_kind(a, b, "tiled_mm")
-
-
-def check_same_kind(a: Tensor, b: Tensor, op: str) -> None:
-    """The checks every op shares: one supported dtype, one device (fake kernels)."""
+    if batched:
+        torch._check(a.shape[0] == b.shape[0],
+                     lambda: f"tilelab::{op}: batch sizes differ: a is {list(a.shape)} and b is {list(b.shape)}")
+    torch._check(a.shape[-1] == b.shape[-2],
+                 lambda: f"tilelab::{op}: inner dimensions differ: a is {list(a.shape)} and b is {list(b.shape)}")
     torch._check(a.dtype == b.dtype,
                  lambda: f"tilelab::{op}: a and b must have the same dtype, got {a.dtype} and {b.dtype}")
     torch._check(a.dtype in SUPPORTED_DTYPES,
@@ -57,41 +97,88 @@ def check_same_kind(a: Tensor, b: Tensor, op: str) -> None:
                          "must be on the same device")
 
 
+def bias_broadcasts(bias: Tensor, M: int, N: int) -> bool:
+    """torch.addmm's rule: the bias broadcasts to ``(M, N)``."""
+    if bias.dim() > 2:
+        return False
+    if bias.dim() >= 1 and bias.shape[-1] not in (1, N):
+        return False
+    return bias.dim() < 2 or bias.shape[0] in (1, M)
+
+
+def _check_bias(op: str, bias: Tensor, a: Tensor, M: int, N: int) -> None:
+    torch._check(bias_broadcasts(bias, M, N),
+                 lambda: f"tilelab::{op}: bias of shape {list(bias.shape)} does not broadcast to the "
+                         f"output's shape [{M}, {N}]")
+    torch._check(bias.dtype == a.dtype,
+                 lambda: f"tilelab::{op}: bias must have the dtype of a and b ({a.dtype}), got {bias.dtype}")
+    torch._check(bias.device == a.device,
+                 lambda: f"tilelab::{op}: bias is on {bias.device} and a is on {a.device}")
+
+
+# The real kernels always return a fresh contiguous tensor.
 @torch.library.register_fake("tilelab::tiled_mm")
 def _tiled_mm_fake(a: Tensor, b: Tensor, *, variant: Optional[str] = None, tile: Optional[int] = None) -> Tensor:
-    _check_mm_args(a, b)
-    # The real kernels always return a fresh contiguous (M, N) tensor.
+    _check_operands("tiled_mm", a, b, batched=False)
     return a.new_empty((a.shape[0], b.shape[1]))
 
 
-def save_operands_setup_context(ctx, inputs, keyword_only_inputs, output) -> None:
-    """setup_context of the two-operand products (tiled_mm, tiled_bmm): the
-    override (variant, tile) and each operand only where the other's gradient needs it."""
-    a, b = inputs
+@torch.library.register_fake("tilelab::tiled_bmm")
+def _tiled_bmm_fake(a: Tensor, b: Tensor, *, variant: Optional[str] = None, tile: Optional[int] = None) -> Tensor:
+    _check_operands("tiled_bmm", a, b, batched=True)
+    return a.new_empty((a.shape[0], a.shape[1], b.shape[2]))
+
+
+@torch.library.register_fake("tilelab::tiled_addmm")
+def _tiled_addmm_fake(bias: Tensor, a: Tensor, b: Tensor, *, variant: Optional[str] = None,
+                      tile: Optional[int] = None) -> Tensor:
+    _check_operands("tiled_addmm", a, b, batched=False)
+    M, N = a.shape[0], b.shape[1]
+    _check_bias("tiled_addmm", bias, a, M, N)
+    return a.new_empty((M, N))
+
+
+# -------------------------------------------------------------------- autograd
+# Backward calls the ops on transposed views (column-major per matrix: read in
+# place, no copies) and saves only the operand the other gradient needs.
+def _setup_context(ctx, inputs, keyword_only_inputs, output) -> None:
+    *bias, a, b = inputs
     ctx.variant = keyword_only_inputs.get("variant")
     ctx.tile = keyword_only_inputs.get("tile")
-    ctx.save_for_backward(a if ctx.needs_input_grad[1] else None, b if ctx.needs_input_grad[0] else None)
+    ctx.bias_shape = bias[0].shape if bias else None
+    off = len(bias)
+    ctx.save_for_backward(a if ctx.needs_input_grad[off + 1] else None, b if ctx.needs_input_grad[off] else None)
 
 
-def _tiled_mm_backward(ctx, grad: Tensor):
+def _product_grads(ctx, grad: Tensor, off: int):
     a, b = ctx.saved_tensors
-    grad_a = grad_b = None
-    # b.t() and a.t() are column-major views: the kernels read them in place.
-    if ctx.needs_input_grad[0]:
-        grad_a = torch.ops.tilelab.tiled_mm.default(grad, b.t(), variant=ctx.variant, tile=ctx.tile)
-    if ctx.needs_input_grad[1]:
-        grad_b = torch.ops.tilelab.tiled_mm.default(a.t(), grad, variant=ctx.variant, tile=ctx.tile)
+    kw = {"variant": ctx.variant, "tile": ctx.tile}
+    mm = torch.ops.tilelab.tiled_bmm.default if grad.dim() == 3 else torch.ops.tilelab.tiled_mm.default
+    grad_a = mm(grad, b.transpose(-1, -2), **kw) if ctx.needs_input_grad[off] else None
+    grad_b = mm(a.transpose(-1, -2), grad, **kw) if ctx.needs_input_grad[off + 1] else None
     return grad_a, grad_b
 
 
-torch.library.register_autograd(
-    "tilelab::tiled_mm", _tiled_mm_backward, setup_context=save_operands_setup_context
-)
+def _mm_backward(ctx, grad: Tensor):
+    return _product_grads(ctx, grad, 0)
+
+
+def _addmm_backward(ctx, grad: Tensor):
+    grad_bias = None
+    if ctx.needs_input_grad[0]:
+        # The bias was broadcast to (M, N): its gradient sums over the broadcast dims.
+        grad_bias = grad.sum_to_size(ctx.bias_shape) if len(ctx.bias_shape) else grad.sum()
+    return (grad_bias, *_product_grads(ctx, grad, 1))
+
+
+torch.library.register_autograd("tilelab::tiled_mm", _mm_backward, setup_context=_setup_context)
+torch.library.register_autograd("tilelab::tiled_bmm", _mm_backward, setup_context=_setup_context)
+torch.library.register_autograd("tilelab::tiled_addmm", _addmm_backward, setup_context=_setup_context)
 
 
 @dataclass(frozen=True)
 class KernelInfo:
-    """One row of the kernel config table (``csrc/cuda/configs.h``), or the CPU kernel."""
+    """One row of the kernel config table (``csrc/cuda/table.h``), or the CPU kernel."""
 
     name: str  #: unique config name, e.g. ``"tiled_16x16x16"``; also usable as ``variant=``
     variant: str  #: what ``variant=`` selects, e.g. ``"tiled"``
@@ -100,7 +187,7 @@ class KernelInfo:
     device: str  #: ``"cuda"`` or ``"cpu"``
     block: tuple  #: block tile (BM, BN, BK)
     threads: int  #: threads per block
-    pad: int  #: shared-memory padding ``kPad`` (elements per row)
+    pad: int  #: shared-memory padding ``kPad`` (elements per row of a k-contiguous tile)
     min_sm: int  #: lowest compute capability, major*10 + minor
     dtypes: tuple  #: supported dtypes
     compiled: bool  #: whether this build contains the kernel
@@ -108,6 +195,8 @@ class KernelInfo:
     #: fp32 runs on TF32 tensor cores: usable only under
     #: ``torch.set_float32_matmul_precision("high")`` (or ``"medium"``)
     tf32: bool = False
+    warps: tuple = (0, 0)  #: the (m, n) grid of MMA/FMA warps over the block tile; (0, 0): one thread per output
+    stages: int = 0  #: shared-memory pipeline depth
 
 
 @functools.lru_cache(maxsize=None)
@@ -128,7 +217,8 @@ def _kernels() -> tuple:
             name=c["name"], variant=c["variant"], family=c["family"], tile=c["tile"], device="cuda",
             block=(c["bm"], c["bn"], c["bk"]), threads=c["threads"], pad=c["pad"], min_sm=c["min_sm"],
             dtypes=tuple(getattr(torch, d.split(".")[1]) for d in c["dtypes"]),
-            compiled=bool(c.get("compiled", table["built_with_cuda"])), summary=c["summary"], tf32=bool(c.get("tf32", False)),
+            compiled=bool(c["compiled"]), summary=c["summary"], tf32=bool(c["tf32"]),
+            warps=tuple(c["warps"]), stages=c["stages"],
         )
         for c in table["configs"]
     ]

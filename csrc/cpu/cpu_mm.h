@@ -1,6 +1,6 @@
 #pragma once
-// The CPU kernel: what tiled_mm, tiled_bmm and tiled_addmm run on a machine
-// without a GPU.
+// The CPU kernel: what tiled_mm, tiled_bmm and tiled_addmm run on CPU
+// tensors (ops_cpu.cpp), on the same GemmProblem as the CUDA kernels.
 //
 // Cache-tiled: C is cut into kMC x kNC tiles that at::parallel_for spreads
 // over the threads; for each tile, K is walked in kKC slices. Each slice of A
@@ -18,6 +18,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "../gemm.h"
 
 namespace tilelab {
 namespace cpu {
@@ -67,25 +69,27 @@ void micro_tiles(const Acc* __restrict__ ap, const Acc* __restrict__ bp, Acc* __
   plain(mfull, mb, 0, nb);
 }
 
-// Batch strides and the bias are optional: a plain mm is batch = 1 and no
-// bias. Element (z, m, n) of C is at c[z * M * N + m * N + n]; the bias (when
-// not null) at bias[z * sbias_b + m * sbias_m + n * sbias_n] (stride 0 =
-// broadcast), added in the accumulator type before the one rounding to T,
-// like the CUDA epilogue.
+// C = A @ B (+ bias) of problem p (../gemm.h): any operand strides, batch
+// strides (0 = broadcast) and bias strides. The bias is added in the
+// accumulator type before the one rounding to T, like the CUDA epilogue.
 template <typename T>
-void cpu_mm(const T* a, int64_t sam, int64_t sak, const T* b, int64_t sbk, int64_t sbn, T* c,
-            int64_t M, int64_t N, int64_t K, int64_t batch = 1, int64_t sab = 0, int64_t sbb = 0,
-            const T* bias = nullptr, int64_t sbias_m = 0, int64_t sbias_n = 0, int64_t sbias_b = 0) {
+void cpu_mm(const GemmProblem& p) {
   using Acc = typename CpuAcc<T>::type;
+  const int64_t M = p.M, N = p.N, K = p.K;
+  const T* a = static_cast<const T*>(p.a.data);
+  const T* b = static_cast<const T*>(p.b.data);
+  T* c = static_cast<T*>(p.c);
+  const T* bias = static_cast<const T*>(p.bias);
+  const int64_t sam = p.a.s_mn, sak = p.a.s_k, sbk = p.b.s_k, sbn = p.b.s_mn;
   const int64_t mt = (M + kMC - 1) / kMC, nt = (N + kNC - 1) / kNC;
   // Tasks are (batch, tile of C) pairs, so many small matrices also spread over the threads.
-  at::parallel_for(0, batch * mt * nt, 1, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, p.batch * mt * nt, 1, [&](int64_t begin, int64_t end) {
     std::vector<Acc> acc(kMC * kNC), ap(kMC * kKC), bp(kKC * kNC);
     for (int64_t task = begin; task < end; ++task) {
       const int64_t z = task / (mt * nt), t = task % (mt * nt);
-      const T* a_z = a + z * sab;
-      const T* b_z = b + z * sbb;
-      T* c_z = c + z * M * N;
+      const T* a_z = a + z * p.a.s_batch;
+      const T* b_z = b + z * p.b.s_batch;
+      T* c_z = c + z * p.sc_b;
       const int64_t m0 = (t / nt) * kMC, n0 = (t % nt) * kNC;
       const int64_t mb = std::min(kMC, M - m0), nb = std::min(kNC, N - n0);
       std::fill(acc.begin(), acc.end(), Acc(0));
@@ -103,8 +107,8 @@ void cpu_mm(const T* a, int64_t sam, int64_t sak, const T* b, int64_t sbk, int64
         for (int64_t j = 0; j < nb; ++j) {
           Acc v = acc[i * kNC + j];
           if (bias != nullptr)
-            v += static_cast<Acc>(bias[z * sbias_b + (m0 + i) * sbias_m + (n0 + j) * sbias_n]);
-          c_z[(m0 + i) * N + n0 + j] = static_cast<T>(v);
+            v += static_cast<Acc>(bias[z * p.sbias_b + (m0 + i) * p.sbias_m + (n0 + j) * p.sbias_n]);
+          c_z[(m0 + i) * p.sc_m + n0 + j] = static_cast<T>(v);
         }
     }
   });

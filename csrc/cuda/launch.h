@@ -1,30 +1,75 @@
 #pragma once
-// Host-side glue between the config table and the family translation units.
+// Host-side glue between the table, the problem and the family translation
+// units (launch_<family>.cu). Each family defines, in its own file:
 //
-// Each launch_<family>.cu instantiates the kernels of exactly the table rows
-// of its family (visit_family below walks kConfigs at compile time), so the
-// table is the list of compiled configs and nothing else is.
+//   void launch_<family>(const KernelConfig& row, const GemmProblem& p);
+//     runs row's kernel on p, on at::cuda::getCurrentCUDAStream() of the
+//     current device (the caller holds a CUDAGuard for the operands' device),
+//     so streams, CUDA graphs and torch.compile(mode="reduce-overhead") see
+//     every launch;
+//   std::string <family>_cannot_run(const KernelConfig& row, const GemmProblem& p, const DeviceInfo& d);
+//     why the family cannot run p on d beyond what the table's columns say
+//     (dtype, threads, compute capability, TF32 consent: checked by the
+//     chooser for every row), or "" if it can: the family's own limits
+//     (architecture, build target, alignment, layouts).
+//
+// Both lists below come from TILELAB_FAMILIES (families.h).
 #include <ATen/ATen.h>
+#include <c10/cuda/CUDAException.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
+#include <string>
 #include <type_traits>
 #include <utility>
 
-#include "configs.h"
+#include "../gemm.h"
 #include "gemm_args.h"
+#include "table.h"
 
 namespace tilelab {
 
-// Each launcher runs its kernels on at::cuda::getCurrentCUDAStream() of the
-// current device (the callers, tiled_mm.cu and batched.cu, hold a CUDAGuard
-// for the operands' device), so streams, CUDA graphs and
-// torch.compile(mode="reduce-overhead") see every launch.
-void launch_naive(int config_index, const GemmProblem& p);
-void launch_tiled(int config_index, const GemmProblem& p);
-void launch_padded(int config_index, const GemmProblem& p);
-void launch_blocked(int config_index, const GemmProblem& p);
-void launch_tensorcore(int config_index, const GemmProblem& p);
-void launch_hopper(int config_index, const GemmProblem& p);
+// What the chooser and the capability checks know about a CUDA device.
+struct DeviceInfo {
+  int index = 0;
+  std::string name;
+  int sm = 0;  // major*10 + minor
+  int num_sms = 1;
+  int max_threads_per_block = 1024;
+};
+
+#define TILELAB_FAMILY_DECL(E, n, c)                               \
+  void launch_##n(const KernelConfig& row, const GemmProblem& p); \
+  std::string n##_cannot_run(const KernelConfig& row, const GemmProblem& p, const DeviceInfo& d);
+TILELAB_FAMILIES(TILELAB_FAMILY_DECL)
+#undef TILELAB_FAMILY_DECL
+
+// Runs row's kernel on p (the family switch).
+inline void launch(const KernelConfig& row, const GemmProblem& p) {
+#define TILELAB_FAMILY_LAUNCH(E, n, c) \
+  if (row.family == Family::E) return launch_##n(row, p);
+  TILELAB_FAMILIES(TILELAB_FAMILY_LAUNCH)
+#undef TILELAB_FAMILY_LAUNCH
+  TORCH_CHECK(false, "tilelab: no launcher for the family of ", row.name);
+}
+
+// The family's own reason it cannot run p on d, or "".
+inline std::string family_cannot_run(const KernelConfig& row, const GemmProblem& p, const DeviceInfo& d) {
+#define TILELAB_FAMILY_CHECK(E, n, c) \
+  if (row.family == Family::E) return n##_cannot_run(row, p, d);
+  TILELAB_FAMILIES(TILELAB_FAMILY_CHECK)
+#undef TILELAB_FAMILY_CHECK
+  return std::string("no family for ") + row.name;
+}
+
+// The problem as kernel arguments (host Arguments -> device Params, here only).
+template <typename T>
+GemmArgs<T> device_args(const GemmProblem& p) {
+  return GemmArgs<T>{static_cast<const T*>(p.a.data), static_cast<const T*>(p.b.data), static_cast<T*>(p.c),
+                     static_cast<const T*>(p.bias), static_cast<int>(p.M), static_cast<int>(p.N),
+                     static_cast<int>(p.K), p.a.s_mn, p.a.s_k, p.a.s_batch, p.b.s_k, p.b.s_mn, p.b.s_batch,
+                     p.sc_m, p.sc_b, p.sbias_m, p.sbias_n, p.sbias_b};
+}
 
 namespace detail {
 template <Family F, int I, typename Fn>
@@ -42,32 +87,33 @@ bool visit_family(int index, Fn& fn, std::integer_sequence<int, I...>) {
 }
 }  // namespace detail
 
-// Calls fn(std::integral_constant<int, I>) for the row I == index if that row
-// belongs to family F; only rows of F are instantiated. Returns false if the
-// row is not of family F.
+// Calls fn(std::integral_constant<int, I>) for row I == &row - kConfigs if that
+// row belongs to family F; only rows of F are instantiated. A family's launcher
+// starts with it, so the table is the list of compiled configs.
 template <Family F, typename Fn>
-bool visit_family(int index, Fn&& fn) {
-  return detail::visit_family<F>(index, fn, std::make_integer_sequence<int, kNumConfigs>{});
+void visit_family(const KernelConfig& row, Fn&& fn) {
+  const bool found =
+      detail::visit_family<F>(static_cast<int>(&row - kConfigs), fn, std::make_integer_sequence<int, kNumConfigs>{});
+  TORCH_CHECK(found, "tilelab: config ", row.name, " is not a ", family_name(F), " kernel");
 }
 
-// Calls fn(std::bool_constant<kAK>{}, std::bool_constant<kBK>{}) for the
-// problem's operand layouts (as_operand() hands over row-major or column-major
-// views): kAK, A is k-contiguous (row-major); kBK, B is k-contiguous
-// (column-major). For the families that instantiate one kernel per layout.
+// Calls fn(std::bool_constant<A k-contiguous>{}, std::bool_constant<B k-contiguous>{})
+// for the families that instantiate one kernel per operand layout.
 template <typename Fn>
 void with_layouts(const GemmProblem& p, Fn&& fn) {
-  const bool a_k = p.sa_k == 1, b_k = p.sb_k == 1 && p.sb_n != 1;
+  const bool a_k = p.a.k_contiguous, b_k = p.b.k_contiguous;
   if (a_k && b_k) fn(std::true_type{}, std::true_type{});
   else if (a_k) fn(std::true_type{}, std::false_type{});
   else if (b_k) fn(std::false_type{}, std::true_type{});
   else fn(std::false_type{}, std::false_type{});
 }
 
-// One block per bm x bn tile of C (m along x, which allows 2^31-1 tiles), n
-// tiles along y and the batch along z (each at most 65535 in CUDA).
+// The data-parallel grid: one block per bm x bn tile of C (m along x, which
+// allows 2^31-1 tiles), n tiles along y and the batch along z (each at most
+// 65535 in CUDA; the host path launches larger batches in chunks).
 inline dim3 grid_for(const GemmProblem& p, int bm, int bn) {
-  const int64_t gx = (static_cast<int64_t>(p.M) + bm - 1) / bm;
-  const int64_t gy = (static_cast<int64_t>(p.N) + bn - 1) / bn;
+  const int64_t gx = (p.M + bm - 1) / bm;
+  const int64_t gy = (p.N + bn - 1) / bn;
   TORCH_CHECK(gy <= 65535, "tilelab: N=", p.N, " needs ", gy, " column tiles of ", bn,
               " but CUDA allows 65535 grid rows; use a config with a wider tile");
   TORCH_CHECK(p.batch <= 65535, "tilelab: batch=", p.batch, " exceeds CUDA's 65535 grid layers");
@@ -77,6 +123,13 @@ inline dim3 grid_for(const GemmProblem& p, int bm, int bn) {
 // M, N and K all multiples of t: the unpredicated fast path applies.
 inline bool is_even(const GemmProblem& p, int tm, int tn, int tk) {
   return p.M % tm == 0 && p.N % tn == 0 && p.K % tk == 0;
+}
+
+// Opts a kernel into more than 48 KB of dynamic shared memory (per device; cheap to repeat).
+template <typename Kernel>
+void allow_smem(Kernel kernel, int bytes) {
+  if (bytes > 48 * 1024)
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
 }
 
 }  // namespace tilelab

@@ -1,20 +1,22 @@
-// Instantiates the hopper family (wgmma + TMA, sm_90a): each half row x operand
-// layouts (A row/col, B row/col) x {half, bfloat16}, each TF32 row x float
-// (K-major operands only), and builds the TMA tensor maps the kernel reads its
-// operands through.
+// The hopper family (wgmma + TMA, sm_90a): each half row x operand layouts (A
+// and B each k- or m/n-contiguous) x {half, bfloat16}, each TF32 row x float
+// (k-contiguous operands only), the TMA tensor maps the kernel reads its
+// operands through, and what the family can run (hopper_cannot_run).
 //
 // A tensor map needs a 16-byte aligned base and row / batch strides that are
 // multiples of 16 bytes. An operand that is not (an odd leading dimension such
 // as K = 4095, a misaligned view) is first copied into a buffer whose rows are
 // (aligned_copy.h), as for the tensorcore family. TF32 wgmma reads only
-// K-major operands: a column-major A or a row-major B is copied transposed
-// (transpose_kernel below: one bandwidth-bound pass over the operand).
+// k-contiguous operands: a column-major A or a row-major B is copied
+// transposed (transpose_kernel below: one bandwidth-bound pass over the operand).
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <cuda.h>
 #include <cudaTypedefs.h>
+
+#include <sstream>
 
 #include "aligned_copy.h"
 #include "kernels/hopper.cuh"
@@ -65,25 +67,26 @@ CUtensorMap make_map(const void* ptr, c10::ScalarType dtype, int64_t cont, int64
   return map;
 }
 
-template <typename T, int BN, bool kAK, bool kBK>
-void launch_one(const GemmProblem& p0, cudaStream_t stream, dim3 grid) {
-  constexpr int smem = hopper::smem_bytes<BN>();
-  auto kernel = hopper_kernel<T, BN, kAK, kBK>;
-  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+template <typename T, int BN, int kStages, bool kAK, bool kBK>
+void launch_one(const GemmProblem& p0, cudaStream_t stream) {
+  constexpr int smem = hopper::smem_bytes<BN, kStages>();
+  auto kernel = hopper_kernel<T, BN, kStages, kAK, kBK>;
+  allow_smem(kernel, smem);
   GemmProblem p = p0;
-  at::Tensor a_copy, b_copy;  // alive until the launch is enqueued
-  align_operand_rows(p, kAK, kBK, a_copy, b_copy);
-  const int64_t lda = kAK ? p.sa_m : p.sa_k, ldb = kBK ? p.sb_n : p.sb_k;
+  align_operand_rows(p);
+  const Operand &a = p.a, &b = p.b;
+  const int64_t lda = kAK ? a.s_mn : a.s_k, ldb = kBK ? b.s_mn : b.s_k;
   // A broadcast batch (stride 0) is one matrix: the map has batch 1 and the kernel reads batch 0.
-  const bool a_batch = p.batch > 1 && p.sa_b != 0, b_batch = p.batch > 1 && p.sb_b != 0;
-  // Boxes: A K-major 64 (k) x 128 (m), else 64 (m) x 64 (k); B K-major 64 (k) x BN (n), else 64 (n) x 64 (k).
+  const bool a_batch = p.batch > 1 && a.s_batch != 0, b_batch = p.batch > 1 && b.s_batch != 0;
+  // Boxes: A k-contiguous 64 (k) x 128 (m), else 64 (m) x 64 (k); B k-contiguous 64 (k) x BN (n), else 64 (n) x 64 (k).
   constexpr int kTileK = hopper::tile_k<T>();
-  const CUtensorMap map_a = kAK ? make_map(p.a, p.dtype, p.K, p.M, a_batch ? p.batch : 1, lda, p.sa_b, hopper::kTileM)
-                                : make_map(p.a, p.dtype, p.M, p.K, a_batch ? p.batch : 1, lda, p.sa_b, kTileK);
-  const CUtensorMap map_b = kBK ? make_map(p.b, p.dtype, p.K, p.N, b_batch ? p.batch : 1, ldb, p.sb_b, BN)
-                                : make_map(p.b, p.dtype, p.N, p.K, b_batch ? p.batch : 1, ldb, p.sb_b, kTileK);
-  kernel<<<grid, hopper::kThreads, smem, stream>>>(map_a, map_b, GemmArgs<T>::from(p), a_batch ? 1 : 0,
-                                                   b_batch ? 1 : 0);
+  const int64_t ba = a_batch ? p.batch : 1, bb = b_batch ? p.batch : 1;
+  const CUtensorMap map_a = kAK ? make_map(a.data, p.dtype, p.K, p.M, ba, lda, a.s_batch, hopper::kTileM)
+                                : make_map(a.data, p.dtype, p.M, p.K, ba, lda, a.s_batch, kTileK);
+  const CUtensorMap map_b = kBK ? make_map(b.data, p.dtype, p.K, p.N, bb, ldb, b.s_batch, BN)
+                                : make_map(b.data, p.dtype, p.N, p.K, bb, ldb, b.s_batch, kTileK);
+  kernel<<<grid_for(p, hopper::kTileM, BN), hopper::kThreads, smem, stream>>>(map_a, map_b, device_args<T>(p),
+                                                                             a_batch ? 1 : 0, b_batch ? 1 : 0);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -110,74 +113,81 @@ __global__ void transpose_kernel(const T* __restrict__ in, T* __restrict__ out, 
 }
 
 // Copies an fp32 operand stored [batch][rows][cont] (unit stride along cont,
-// `ld` between rows, `bstride` between batches) transposed into a fresh
-// [batch][cont][rows rounded up to 4] buffer; sets ld / bstride to its strides.
-at::Tensor transposed_copy(const void* ptr, int batch, int64_t rows, int64_t cont, int64_t& ld, int64_t& bstride) {
+// `ld` between rows) transposed into a fresh [batch][cont][rows rounded up to
+// 4] buffer, which `o` then points to; it is k-contiguous afterwards.
+void transpose_operand(Operand& o, int64_t batch, int64_t mn, int64_t K) {
+  // m/n-contiguous: stored [k][mn], ld = s_k.
+  const int64_t rows = K, cont = mn, ld = o.s_k;
   const int64_t ld_pad = (rows + 3) / 4 * 4;
   const auto opts = at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, c10::cuda::current_device());
   at::Tensor dst = at::empty({batch, cont, ld_pad}, opts);
   TORCH_CHECK(rows < (int64_t{1} << 31) && cont < (int64_t{1} << 31), "tilelab: operand too large to transpose");
   const dim3 grid((cont + 31) / 32, (rows + 31) / 32, batch), block(32, 8);
   transpose_kernel<float><<<grid, block, 0, at::cuda::getCurrentCUDAStream().stream()>>>(
-      static_cast<const float*>(ptr), dst.data_ptr<float>(), static_cast<int>(rows), static_cast<int>(cont), ld,
-      batch == 1 ? 0 : bstride, ld_pad, cont * ld_pad);
+      static_cast<const float*>(o.data), dst.data_ptr<float>(), static_cast<int>(rows), static_cast<int>(cont), ld,
+      batch == 1 ? 0 : o.s_batch, ld_pad, cont * ld_pad);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  ld = ld_pad;
-  bstride = cont * ld_pad;
-  return dst;
+  o.keep = dst;
+  o.data = dst.data_ptr();
+  o.s_mn = ld_pad;
+  o.s_k = 1;
+  o.s_batch = cont * ld_pad;
+  o.k_contiguous = true;
 }
 
-// TF32: copy a column-major A / row-major B into K-major (transposed) buffers.
-template <int BN>
-void launch_tf32(const GemmProblem& p0, cudaStream_t stream, dim3 grid) {
+// TF32 wgmma reads only k-contiguous operands: a column-major A / row-major B
+// is copied transposed first.
+template <int BN, int kStages>
+void launch_tf32(const GemmProblem& p0, cudaStream_t stream) {
   GemmProblem p = p0;
-  at::Tensor a_t, b_t;  // alive until the launch is enqueued
-  if (p.sa_k != 1) {    // A stored [k][m]: copy to [m][k]
-    a_t = transposed_copy(p.a, p.batch, p.K, p.M, p.sa_k, p.sa_b);
-    p.a = a_t.data_ptr();
-    p.sa_m = p.sa_k;  // transposed_copy set sa_k to the new row stride
-    p.sa_k = 1;
-  }
-  if (!(p.sb_k == 1 && p.sb_n != 1)) {  // B stored [k][n]: copy to [n][k]
-    b_t = transposed_copy(p.b, p.batch, p.K, p.N, p.sb_k, p.sb_b);
-    p.b = b_t.data_ptr();
-    p.sb_n = p.sb_k;
-    p.sb_k = 1;
-  }
-  launch_one<float, BN, true, true>(p, stream, grid);
+  if (!p.a.k_contiguous) transpose_operand(p.a, p.batch, p.M, p.K);
+  if (!p.b.k_contiguous) transpose_operand(p.b, p.batch, p.N, p.K);
+  launch_one<float, BN, kStages, true, true>(p, stream);
 }
 
-template <typename T, int BN>
-void launch_layouts(const GemmProblem& p, cudaStream_t stream, dim3 grid) {
-  with_layouts(p, [&](auto ak, auto bk) { launch_one<T, BN, decltype(ak)::value, decltype(bk)::value>(p, stream, grid); });
+template <typename T, int BN, int kStages>
+void launch_layouts(const GemmProblem& p, cudaStream_t stream) {
+  with_layouts(p, [&](auto ak, auto bk) {
+    launch_one<T, BN, kStages, decltype(ak)::value, decltype(bk)::value>(p, stream);
+  });
 }
 
 }  // namespace
 
-void launch_hopper(int config_index, const GemmProblem& p) {
-  // PyTorch's current stream of the device the caller's CUDAGuard selected.
+std::string hopper_cannot_run(const KernelConfig& row, const GemmProblem&, const DeviceInfo& d) {
+  std::ostringstream os;
+  if (!kBuiltForSm90a) {
+    os << row.name << " is not in this build: wgmma/TMA need the sm_90a target (rebuild with "
+       << "TORCH_CUDA_ARCH_LIST=9.0a, or 9.0, which setup.py builds as 9.0a)";
+  } else if (d.sm != 90) {
+    os << row.name << " runs only on compute capability 9.0 (H100/H200: sm_90a code) but cuda:" << d.index << " is "
+       << d.sm / 10 << "." << d.sm % 10;
+  }
+  return os.str();
+}
+
+void launch_hopper(const KernelConfig& row, const GemmProblem& p) {
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
-  const bool found = visit_family<Family::Hopper>(config_index, [&](auto row) {
-    constexpr KernelConfig c = kConfigs[decltype(row)::value];
+  visit_family<Family::Hopper>(row, [&](auto r) {
+    constexpr KernelConfig c = kConfigs[decltype(r)::value];
     static_assert(c.bm == hopper::kTileM && c.threads == hopper::kThreads, "hopper rows: 128 x BN tiles, 3 warpgroups");
-    static_assert(c.min_sm == 90, "wgmma and TMA need sm_90(a)");
-    const dim3 grid = grid_for(p, c.bm, c.bn);
+    static_assert(c.warps_m == hopper::kConsumerWarps && c.warps_n == 1, "hopper: 8 consumer warps of 16 rows");
+    static_assert(c.min_sm == 90 && c.pad == 0, "wgmma and TMA need sm_90(a); the swizzle replaces padding");
     if constexpr (c.tf32) {
       static_assert(c.dtypes == kF32 && c.bk == hopper::tile_k<float>(), "TF32 rows: fp32, 32 of K per stage");
       TORCH_CHECK(p.dtype == at::kFloat, "tilelab: ", c.name, " needs float32 inputs");
-      launch_tf32<c.bn>(p, stream, grid);
+      launch_tf32<c.bn, c.stages>(p, stream);
       return;
     }
     static_assert(c.tf32 || (c.dtypes == (kF16 | kBF16) && c.bk == hopper::tile_k<c10::Half>()),
                   "half rows: float16/bfloat16, 64 of K per stage");
     if (p.dtype == at::kHalf)
-      launch_layouts<c10::Half, c.bn>(p, stream, grid);
+      launch_layouts<c10::Half, c.bn, c.stages>(p, stream);
     else if (p.dtype == at::kBFloat16)
-      launch_layouts<c10::BFloat16, c.bn>(p, stream, grid);
+      launch_layouts<c10::BFloat16, c.bn, c.stages>(p, stream);
     else
       TORCH_CHECK(false, "tilelab: ", c.name, " needs float16 or bfloat16 inputs");
   });
-  TORCH_CHECK(found, "tilelab: config ", kConfigs[config_index].name, " is not a hopper kernel");
 }
 
 }  // namespace tilelab

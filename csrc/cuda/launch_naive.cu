@@ -1,5 +1,5 @@
-// Instantiates the naive family: one kernel per dtype; the table's tiles only
-// change the (run-time) block shape.
+// The naive family: one kernel per dtype; the table's tiles only change the
+// (run-time) block shape.
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
@@ -8,19 +8,19 @@
 
 namespace tilelab {
 
-void launch_naive(int config_index, const GemmProblem& p) {
-  // PyTorch's current stream of the device the caller's CUDAGuard selected.
+std::string naive_cannot_run(const KernelConfig&, const GemmProblem&, const DeviceInfo&) { return ""; }
+
+void launch_naive(const KernelConfig& row, const GemmProblem& p) {
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
-  const bool found = visit_family<Family::Naive>(config_index, [&](auto row) {
-    constexpr KernelConfig c = kConfigs[decltype(row)::value];
-    static_assert(c.bm == c.bn && c.bm * c.bn == c.threads, "naive: a T x T block, one thread per output");
+  visit_family<Family::Naive>(row, [&](auto r) {
+    constexpr KernelConfig c = kConfigs[decltype(r)::value];
+    static_assert(c.bm == c.bn && c.bm * c.bn == c.threads && c.stages == 0 && c.pad == 0,
+                  "naive: a T x T block, one thread per output, no shared memory");
     TILELAB_DISPATCH_FLOATS(p.dtype, "tilelab_naive", [&] {
-      naive_kernel<scalar_t><<<grid_for(p, c.bm, c.bn), dim3(c.bn, c.bm), 0, stream>>>(
-          GemmArgs<scalar_t>::from(p));
+      naive_kernel<scalar_t><<<grid_for(p, c.bm, c.bn), dim3(c.bn, c.bm), 0, stream>>>(device_args<scalar_t>(p));
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
   });
-  TORCH_CHECK(found, "tilelab: config ", kConfigs[config_index].name, " is not a naive kernel");
 }
 
 }  // namespace tilelab

@@ -1,5 +1,4 @@
-// Instantiates the padded family: each table row (tile, kPad) x {even,
-// predicated} x dtype.
+// The padded family: each table row (tile, kPad) x {even, predicated} x dtype.
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
@@ -8,17 +7,18 @@
 
 namespace tilelab {
 
-void launch_padded(int config_index, const GemmProblem& p) {
-  // PyTorch's current stream of the device the caller's CUDAGuard selected.
+std::string padded_cannot_run(const KernelConfig&, const GemmProblem&, const DeviceInfo&) { return ""; }
+
+void launch_padded(const KernelConfig& row, const GemmProblem& p) {
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
-  const bool found = visit_family<Family::Padded>(config_index, [&](auto row) {
-    constexpr KernelConfig c = kConfigs[decltype(row)::value];
-    static_assert(c.bm == c.bn && c.bn == c.bk && c.bm * c.bn == c.threads,
-                  "padded: square T x T x T tiles, one thread per output");
+  visit_family<Family::Padded>(row, [&](auto r) {
+    constexpr KernelConfig c = kConfigs[decltype(r)::value];
+    static_assert(c.bm == c.bn && c.bn == c.bk && c.bm == c.tile && c.bm * c.bn == c.threads && c.stages == 1,
+                  "padded: square T x T x T tiles, one thread per output, one stage");
     const dim3 grid = grid_for(p, c.bm, c.bn), block(c.bn, c.bm);
     const bool even = is_even(p, c.bm, c.bn, c.bk);
     TILELAB_DISPATCH_FLOATS(p.dtype, "tilelab_padded", [&] {
-      const auto args = GemmArgs<scalar_t>::from(p);
+      const auto args = device_args<scalar_t>(p);
       if (even)
         padded_kernel<scalar_t, c.tile, c.pad, true><<<grid, block, 0, stream>>>(args);
       else
@@ -26,7 +26,6 @@ void launch_padded(int config_index, const GemmProblem& p) {
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
   });
-  TORCH_CHECK(found, "tilelab: config ", kConfigs[config_index].name, " is not a padded kernel");
 }
 
 }  // namespace tilelab

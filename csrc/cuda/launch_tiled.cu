@@ -1,4 +1,4 @@
-// Instantiates the tiled family: each table row x {even, predicated} x dtype.
+// The tiled family: each table row x {even, predicated} x dtype.
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
@@ -7,18 +7,19 @@
 
 namespace tilelab {
 
-void launch_tiled(int config_index, const GemmProblem& p) {
-  // PyTorch's current stream of the device the caller's CUDAGuard selected.
+std::string tiled_cannot_run(const KernelConfig&, const GemmProblem&, const DeviceInfo&) { return ""; }
+
+void launch_tiled(const KernelConfig& row, const GemmProblem& p) {
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
-  const bool found = visit_family<Family::Tiled>(config_index, [&](auto row) {
-    constexpr KernelConfig c = kConfigs[decltype(row)::value];
-    static_assert(c.bm == c.bn && c.bn == c.bk && c.bm * c.bn == c.threads,
+  visit_family<Family::Tiled>(row, [&](auto r) {
+    constexpr KernelConfig c = kConfigs[decltype(r)::value];
+    static_assert(c.bm == c.bn && c.bn == c.bk && c.bm == c.tile && c.bm * c.bn == c.threads,
                   "tiled: square T x T x T tiles, one thread per output");
-    static_assert(c.pad == 0, "tiled: no padding; that is the padded family");
+    static_assert(c.pad == 0 && c.stages == 1, "tiled: one unpadded stage; padding is the padded family");
     const dim3 grid = grid_for(p, c.bm, c.bn), block(c.bn, c.bm);
     const bool even = is_even(p, c.bm, c.bn, c.bk);
     TILELAB_DISPATCH_FLOATS(p.dtype, "tilelab_tiled", [&] {
-      const auto args = GemmArgs<scalar_t>::from(p);
+      const auto args = device_args<scalar_t>(p);
       if (even)
         tiled_kernel<scalar_t, c.tile, true><<<grid, block, 0, stream>>>(args);
       else
@@ -26,7 +27,6 @@ void launch_tiled(int config_index, const GemmProblem& p) {
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
   });
-  TORCH_CHECK(found, "tilelab: config ", kConfigs[config_index].name, " is not a tiled kernel");
 }
 
 }  // namespace tilelab

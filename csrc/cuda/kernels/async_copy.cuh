@@ -7,16 +7,14 @@
 // still be a valid global pointer: callers pass the operand's base.
 #include <cstdint>
 
+#include "common.cuh"
+
 namespace tilelab {
 namespace async_copy {
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
 // 16 bytes, L2 only (.cg): the operand tiles are reused from shared memory, not
-// L1. The shared destination is a 32-bit shared-window address (smem_addr),
-// computed once per thread by the caller instead of converted per copy.
+// L1. The shared destination is a 32-bit shared-window address
+// (smem_u32) computed once per thread by the caller instead of converted per copy.
 __device__ __forceinline__ void cp16_u32(uint32_t dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }

@@ -3,8 +3,8 @@
 // a cp.async multi-stage shared-memory pipeline, IEEE fp32 FMAs (no TF32).
 //
 // Work split:
-//   - a block computes a BM x BN tile of C (blockIdx.x: m tile, blockIdx.y: n
-//     tile, blockIdx.z: batch);
+//   - a block computes a BM x BN tile of C, the one its scheduler hands out
+//     (scheduler.cuh: m tile, n tile, batch);
 //   - a warp computes a WM x WN sub-tile, WM = 4*TM, WN = 8*TN: its 32 lanes
 //     form a 4 (m) x 8 (n) grid;
 //   - a thread accumulates TM x TN outputs in registers, as (TM/4) x (TN/4)
@@ -33,6 +33,8 @@
 
 #include "async_copy.cuh"
 #include "common.cuh"
+#include "epilogue.cuh"
+#include "scheduler.cuh"
 
 namespace tilelab {
 namespace blocked_detail {
@@ -51,14 +53,14 @@ __device__ __forceinline__ void static_for(F&& f) {
 // parameter so the main loop holds only the copy code it runs):
 //   kCopyVec16: unit stride along m (A) / n (B), 16-byte aligned base and
 //               leading/batch strides: 16-byte cp.async;
-//   kCopyKFast: unit stride along k (row-major A, column-major B): 4-byte
+//   kCopyKContig: unit stride along k (row-major A, column-major B): 4-byte
 //               cp.async, lanes walking k, stored transposed;
-//   kCopyCFast: anything else (unit stride along m/n but misaligned, or
+//   kCopyMNContig: anything else (unit stride along m/n but misaligned, or
 //               neither): 4-byte cp.async, lanes walking m/n.
 // (A single scalar mode choosing k-fast/c-fast at run time was tried: both
 // copy paths then sit in the main loop, and the 128-register 8x8 config
 // spilled 24 bytes; hence three instantiated modes.)
-constexpr int kCopyVec16 = 0, kCopyKFast = 1, kCopyCFast = 2;
+constexpr int kCopyVec16 = 0, kCopyKContig = 1, kCopyMNContig = 2;
 
 // Copies of the kRows (k) x kCols (m or n) tile starting at (k0, c0) of an
 // operand whose element (k, c) sits at g[k * s_k + c * s_c], into smem[k][c]
@@ -70,12 +72,12 @@ constexpr int kCopyVec16 = 0, kCopyKFast = 1, kCopyCFast = 2;
 // compile-time `it` only, so the per-thread part is computed once and every
 // copy lands at a constant offset from it in shared memory.
 //   kCopyVec16: a row's kCols/4 float4s go to consecutive threads;
-//   kCopyKFast: (s_k == 1) a warp covers 8 consecutive k (32-byte runs in
+//   kCopyKContig: (s_k == 1) a warp covers 8 consecutive k (32-byte runs in
 //     global memory) of 4 consecutive m/n; with kLd = kCols + 4 its 32 stores
 //     hit 32 banks. A thread copies the same column for every 8-row k-chunk
 //     of the tile (the next copy is 32 bytes further in global memory), then
 //     moves kWarps * 4 columns on;
-//   kCopyCFast: element tid + it * kThreads of the row-major tile, lanes
+//   kCopyMNContig: element tid + it * kThreads of the row-major tile, lanes
 //     walking m/n.
 // Two ways to issue a range [kFrom, kTo) of them (the main loop spreads a
 // tile's copies over several k-steps):
@@ -83,19 +85,19 @@ constexpr int kCopyVec16 = 0, kCopyKFast = 1, kCopyCFast = 2;
 //                column against C and zero-fills what is out of range
 //                (cp.async's src-size), reading nothing there;
 //   copy_in<>()  tiles whose k rows are all inside the operand and whose
-//                columns are too (kCopyKFast, kCopyCFast: the kernel shifts
+//                columns are too (kCopyKContig, kCopyMNContig: the kernel shifts
 //                edge blocks so that they are, see kShifts) or are tested once
 //                per thread (kCopyVec16: a thread's column is the same for all
 //                its copies, so its byte count is fixed per block): no tests
 //                per copy, the source a fixed offset from a per-thread pointer
 //                (`origin`, advanced one tile per k-tile by the caller).
-//                Before it, the copy address math was ~200 of the 332
+//                Without it the copy address math was ~200 of the 332
 //                non-FFMA instructions per k-tile of the 128x256 main loop
-//                (SASS, blocked/run5).
+//                (SASS, sm_90).
 template <int kRows, int kCols, int kLd, int kThreads, int kMode>
 struct TileCopy {
   static_assert(kThreads % 32 == 0, "blocked: whole warps copy");
-  static_assert(kMode >= kCopyVec16 && kMode <= kCopyCFast, "blocked: copy mode");
+  static_assert(kMode >= kCopyVec16 && kMode <= kCopyMNContig, "blocked: copy mode");
   static constexpr int kWidth = kMode == kCopyVec16 ? 4 : 1;  // floats per copy
   static constexpr int kIters = kRows * kCols / (kWidth * kThreads);
   static_assert(kIters * kWidth * kThreads == kRows * kCols, "blocked: every thread copies the same amount");
@@ -104,28 +106,28 @@ struct TileCopy {
 
   static __device__ __forceinline__ int row0(int tid) {
     if constexpr (kMode == kCopyVec16) return tid / kVecsPerRow;
-    else if constexpr (kMode == kCopyKFast) return tid % 8;
+    else if constexpr (kMode == kCopyKContig) return tid % 8;
     else return kThreads >= kCols ? tid / kCols : 0;
   }
   static __device__ __forceinline__ int col0(int tid) {
     if constexpr (kMode == kCopyVec16) return (tid % kVecsPerRow) * 4;
-    else if constexpr (kMode == kCopyKFast) return (tid / 32) * 4 + (tid / 8) % 4;
+    else if constexpr (kMode == kCopyKContig) return (tid / 32) * 4 + (tid / 8) % 4;
     else return kThreads >= kCols ? tid % kCols : tid;
   }
   static constexpr int drow(int it) {
     if constexpr (kMode == kCopyVec16) return it * (kThreads / kVecsPerRow);
-    else if constexpr (kMode == kCopyKFast) return (it % kKChunks) * 8;
+    else if constexpr (kMode == kCopyKContig) return (it % kKChunks) * 8;
     else return kThreads >= kCols ? it * (kThreads / kCols) : it / (kCols / kThreads);
   }
   static constexpr int dcol(int it) {
     if constexpr (kMode == kCopyVec16) return 0;
-    else if constexpr (kMode == kCopyKFast) return (it / kKChunks) * kWarps * 4;
+    else if constexpr (kMode == kCopyKContig) return (it / kKChunks) * kWarps * 4;
     else return kThreads >= kCols ? 0 : (it % (kCols / kThreads)) * kThreads;
   }
   static_assert(kMode != kCopyVec16 || kThreads % kVecsPerRow == 0, "blocked: float4 copies keep their column");
-  static_assert(kMode != kCopyKFast || (kRows % 8 == 0 && kCols % (kWarps * 4) == 0),
+  static_assert(kMode != kCopyKContig || (kRows % 8 == 0 && kCols % (kWarps * 4) == 0),
                 "blocked: the k-fast copy walks 8 k x 4 m chunks");
-  static_assert(kMode != kCopyCFast || kThreads % kCols == 0 || kCols % kThreads == 0, "blocked: simple row walk");
+  static_assert(kMode != kCopyMNContig || kThreads % kCols == 0 || kCols % kThreads == 0, "blocked: simple row walk");
 
   // Where this thread's copy 0 of the tile at (k0, c0) reads, for copy_in<>.
   // A float4 column past the operand's edge (kCopyVec16) reads column 0 of its
@@ -147,11 +149,11 @@ struct TileCopy {
   static constexpr bool kShifts = kMode != kCopyVec16;
 
   // The source offset of copy `it` from the origin: one run-time stride at
-  // most (s_c == 1 for kCopyVec16, s_k == 1 for kCopyKFast).
+  // most (s_c == 1 for kCopyVec16, s_k == 1 for kCopyKContig).
   template <int it>
   static __device__ __forceinline__ int64_t offset(int64_t s_k, int64_t s_c) {
     if constexpr (kMode == kCopyVec16) return static_cast<int64_t>(drow(it)) * s_k;
-    else if constexpr (kMode == kCopyKFast) return drow(it) + static_cast<int64_t>(dcol(it)) * s_c;
+    else if constexpr (kMode == kCopyKContig) return drow(it) + static_cast<int64_t>(dcol(it)) * s_c;
     else return static_cast<int64_t>(drow(it)) * s_k + static_cast<int64_t>(dcol(it)) * s_c;
   }
   // smem_thread: this thread's copy-0 destination as a shared-window address;
@@ -166,11 +168,11 @@ struct TileCopy {
   // kClip: read `bytes` (column_bytes()) per copy rather than whole copies;
   // only a kCopyVec16 tile that reaches past the operand's edge needs it. (A
   // run-time size makes every copy the zero-filling form of cp.async, which
-  // cost 7% at 4096^3 where no tile needs it: blocked/run6, calls 3 and 4.)
+  // cost 7% at 4096^3 on an H200, where no tile needs it.)
   template <int kFrom, int kTo, bool kClip>
   static __device__ __forceinline__ void copy_in(float* smem, const float* origin, int64_t s_k, int64_t s_c,
                                                  int bytes, int tid) {
-    const uint32_t st = async_copy::smem_addr(smem + row0(tid) * kLd + col0(tid));
+    const uint32_t st = smem_u32(smem + row0(tid) * kLd + col0(tid));
     static_for<kTo - kFrom>([&](auto i) {
       constexpr int it = kFrom + decltype(i)::value;
       cp<it>(st, origin + offset<it>(s_k, s_c), kClip && kMode == kCopyVec16 ? bytes : 4 * kWidth);
@@ -181,7 +183,7 @@ struct TileCopy {
   static __device__ __forceinline__ void copy(float* smem, const float* __restrict__ g, int64_t s_k, int64_t s_c,
                                               int k0, int c0, int K, int C, int tid) {
     const int r = k0 + row0(tid), c = c0 + col0(tid);
-    const uint32_t st = async_copy::smem_addr(smem + row0(tid) * kLd + col0(tid));
+    const uint32_t st = smem_u32(smem + row0(tid) * kLd + col0(tid));
     static_for<kTo - kFrom>([&](auto i) {
       constexpr int it = kFrom + decltype(i)::value;
       const int gr = r + drow(it), gc = c + dcol(it);
@@ -221,10 +223,10 @@ struct BlockedShape {
 //     while the FMAs of that last step run. (The first version put the barrier
 //     at the top of the tile and then waited for the tile's first shared loads
 //     with nothing to issue: ncu counted 0.12 short-scoreboard stalls per
-//     issued instruction, blocked/run5.)
+//     issued instruction on an H200.)
 //   - the cp.async copies of the tile kStages-1 ahead are spread over the
 //     first kCopySteps k-steps, between the FMAs, rather than issued in a burst
-//     after the barrier (a burst delayed the first shared loads: run 5);
+//     after the barrier (a burst delays the first shared loads);
 //   - tiles whose BK rows of k all exist are copied by TileCopy::copy_in (no
 //     per-copy tests; edge blocks shifted back onto the operands where needed),
 //     in a loop of their own; the rest (the K tail, the tiles past the end that
@@ -251,7 +253,10 @@ __global__ void __launch_bounds__(BlockedShape<BM, BN, BK, TM, TN, kPad, kStages
   // inside the operand and take copy_in, and the epilogue stores only its own
   // outputs (m >= m_lo, n >= n_lo). The rows it computes twice cost nothing
   // extra: the zero-filled rows of an unshifted edge tile cost the same FMAs.
-  const int m_lo = blockIdx.x * BM, n_lo = blockIdx.y * BN, bz = blockIdx.z;
+  using Sched = LinearScheduler;
+  static_assert(!Sched::kSplitsK && !Sched::kPersistent, "blocked: one whole-K tile per block");
+  const WorkTile w = Sched::first((p.K + BK - 1) / BK);
+  const int m_lo = w.tm * BM, n_lo = w.tn * BN, bz = w.batch;
   const int m0 = CopyA::kShifts && p.M >= BM ? min(m_lo, p.M - BM) : m_lo;
   const int n0 = CopyB::kShifts && p.N >= BN ? min(n_lo, p.N - BN) : n_lo;
   const float* A = p.a + bz * p.sa_b;
@@ -285,7 +290,7 @@ __global__ void __launch_bounds__(BlockedShape<BM, BN, BK, TM, TN, kPad, kStages
 #pragma unroll
     for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
 
-  const int ktiles = (p.K + BK - 1) / BK;
+  const int ktiles = w.k_end;
   // Prologue: kStages-1 tiles in flight. One commit per tile, also for tiles
   // past the end (zero-filled, never read), so wait<kStages-2> always means
   // "the oldest tile not yet read has landed".
@@ -324,7 +329,7 @@ __global__ void __launch_bounds__(BlockedShape<BM, BN, BK, TM, TN, kPad, kStages
         // tile's first steps may overwrite tile kt's stage.
         async_copy::wait<kStages - 2>();
         __syncthreads();
-        read_stage = read_stage + 1 == kStages ? 0 : read_stage + 1;
+        read_stage = next_stage<kStages>(read_stage);
       }
       // Fragments of step k+1: the next tile's first step when k == BK-1
       // (after the last tile, of a stage nobody uses: harmless).
@@ -334,7 +339,7 @@ __global__ void __launch_bounds__(BlockedShape<BM, BN, BK, TM, TN, kPad, kStages
                   std::integral_constant<int, (k + 1) * kCopies / kCopySteps>{});
         if constexpr (k == kCopySteps - 1) {
           async_copy::commit();
-          write_stage = write_stage + 1 == kStages ? 0 : write_stage + 1;
+          write_stage = next_stage<kStages>(write_stage);
         }
       }
 #pragma unroll
@@ -370,31 +375,18 @@ __global__ void __launch_bounds__(BlockedShape<BM, BN, BK, TM, TN, kPad, kStages
   for (; kt < ktiles; ++kt) tile([&](auto from, auto to) { load_part(from, to, kt + kStages - 1, write_stage); });
   async_copy::wait<0>();  // no copy may still target shared memory when the block exits
 
-  // Epilogue: 4 consecutive n per (row, 4x4 block). float4 stores when no bias
-  // and C's rows/batches are 16-byte aligned (uniform branch), else
-  // store_output per element (adds the bias, honours batch strides).
-  const bool vec_c = p.bias == nullptr && p.N % 4 == 0 && p.sc_m % 4 == 0 && p.sc_b % 4 == 0 &&
-                     (reinterpret_cast<uintptr_t>(p.c) & 15) == 0;
+  // Epilogue: 4 consecutive n per (row, 4x4 block), as one float4 where
+  // vector_ok (uniform branch). vec implies N % 4 == 0, so a shift
+  // n_lo - n0 = n_lo - (N - BN) is a multiple of 4 and no float4 straddles n_lo.
+  const bool vec = p.N % 4 == 0 && vector_ok<4>(p);
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
     const int m = m0 + wm0 + (i / 4) * 16 + ly * 4 + i % 4;
     if (m >= p.M || m < m_lo) continue;
 #pragma unroll
-    for (int j = 0; j < TN / 4; ++j) {
-      const int n = n0 + wn0 + j * 32 + lx * 4;
-      // vec_c implies N % 4 == 0, so a shift n_lo - n0 = n_lo - (N - BN) is a
-      // multiple of 4 and no float4 straddles n_lo.
-      if (vec_c) {
-        if (n < p.N && n >= n_lo) {
-          float4 v = make_float4(acc[i][4 * j], acc[i][4 * j + 1], acc[i][4 * j + 2], acc[i][4 * j + 3]);
-          *reinterpret_cast<float4*>(p.c + bz * p.sc_b + static_cast<int64_t>(m) * p.sc_m + n) = v;
-        }
-      } else {
-#pragma unroll
-        for (int jj = 0; jj < 4; ++jj)
-          if (n + jj < p.N && n + jj >= n_lo) store_output(p, bz, m, n + jj, acc[i][4 * j + jj]);
-      }
-    }
+    for (int j = 0; j < TN / 4; ++j)
+      store_quad(p, bz, m, n0 + wn0 + j * 32 + lx * 4, n_lo, acc[i][4 * j], acc[i][4 * j + 1], acc[i][4 * j + 2],
+                 acc[i][4 * j + 3], vec);
   }
 }
 

@@ -1,7 +1,11 @@
 #pragma once
-// Pieces every kernel family shares: the accumulator type and the epilogue.
+// Pieces every kernel family shares: the accumulator type, shared-memory
+// addresses and the stage ring. The tile scheduler is in scheduler.cuh, the
+// epilogue in epilogue.cuh.
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
+
+#include <cstdint>
 
 #include "../gemm_args.h"
 
@@ -12,29 +16,17 @@ template <typename T> struct AccOf { using type = float; };
 template <> struct AccOf<double> { using type = double; };
 template <typename T> using acc_t = typename AccOf<T>::type;
 
-// Write one output element of batch `bz`: C = acc (+ bias), rounded once to T.
-// The caller guarantees m < M and n < N.
-template <typename T, typename Acc>
-__device__ __forceinline__ void store_output(const GemmArgs<T>& p, int bz, int m, int n, Acc acc) {
-  if (p.bias != nullptr) {
-    acc += static_cast<Acc>(p.bias[bz * p.sbias_b + m * p.sbias_m + n * p.sbias_n]);
-  }
-  p.c[bz * p.sc_b + static_cast<int64_t>(m) * p.sc_m + n] = static_cast<T>(acc);
+// A generic pointer into shared memory as a 32-bit shared-window address (what
+// cp.async, ldmatrix, TMA and mbarrier instructions take).
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// Grouped rasterization of the (gridDim.x M tiles x gridDim.y N tiles) grid:
-// consecutive block ids walk a group of kGroupM tile rows column by column, so
-// the blocks resident at one time share A and B panels in L2. Sets the block's
-// tile coordinates (tm, tn).
-constexpr int kGroupM = 8;
-__device__ __forceinline__ void grouped_tile(int& tm, int& tn) {
-  const int gm = gridDim.x, gn = gridDim.y;
-  const int pid = blockIdx.x + blockIdx.y * gm;
-  const int per_group = kGroupM * gn;
-  const int first_m = (pid / per_group) * kGroupM;
-  const int rows = min(gm - first_m, kGroupM);
-  tm = first_m + (pid % per_group) % rows;
-  tn = (pid % per_group) / rows;
+// The next slot of a ring of kStages pipeline stages kStride apart (a stage
+// index with kStride 1, or a byte offset).
+template <int kStages, int kStride = 1>
+__device__ __forceinline__ int next_stage(int s) {
+  return s == (kStages - 1) * kStride ? 0 : s + kStride;
 }
 
 }  // namespace tilelab

@@ -4,10 +4,10 @@
 // tensor cores (only by consent, like the tensorcore_tf32 rows). sm_90a only: the body
 // is compiled only for that target (__CUDA_ARCH_FEAT_SM90_ALL, i.e.
 // TORCH_CUDA_ARCH_LIST=9.0a); elsewhere the kernel is an empty stub the
-// chooser never picks (configs.h: kBuiltForSm90a, and the device must be sm_90).
+// chooser never picks (launch_hopper.cu: hopper_cannot_run).
 //
 // Why a second tensor-core family: mma.sync tops out at ~648 TFLOP/s on an H200
-// (benchmarks/tuning/mma_ceiling.cu), and a full mma.sync GEMM spends shared
+// (benchmarks/tools/mma_ceiling.cu), and a full mma.sync GEMM spends shared
 // memory bandwidth on ldmatrix for every fragment. wgmma reads both operands
 // straight from (swizzled) shared memory, a whole 64 x BN x 16 product per
 // instruction and warpgroup, asynchronously; TMA copies a whole tile with one
@@ -31,17 +31,18 @@
 // (CU_TENSOR_MAP_SWIZZLE_128B), which is also the layout wgmma reads without
 // bank conflicts. A box is 128 bytes wide along its contiguous dimension (64
 // half elements; the half layouts below):
-//   A row-major (k contiguous, "K-major"):   one box of 128 (m) x 64 (k);
-//   A column-major (m contiguous, "M-major"): two boxes of 64 (k) x 64 (m);
-//   B column-major (k contiguous):            one box of BN (n) x 64 (k);
-//   B row-major (n contiguous, "N-major"):    BN/64 boxes of 64 (k) x 64 (n).
+// (k-contiguous is the PTX manual's "K-major", m/n-contiguous its "M/N-major")
+//   A row-major (k-contiguous):      one box of 128 (m) x 64 (k);
+//   A column-major (m-contiguous):   two boxes of 64 (k) x 64 (m);
+//   B column-major (k-contiguous):   one box of BN (n) x 64 (k);
+//   B row-major (n-contiguous):      BN/64 boxes of 64 (k) x 64 (n).
 // A consumer's 64 rows of A start 8 KB into the stage in both A layouts. The
 // wgmma descriptors (make_desc) say where each k16 slice starts (32 bytes
-// further along a K-major row, 16 rows = 2 KB further in an M/N-major box),
-// the stride between 8-row groups (SBO = 1024 bytes) and, for M/N-major
+// further along a k-contiguous row, 16 rows = 2 KB further in an m/n-contiguous box),
+// the stride between 8-row groups (SBO = 1024 bytes) and, for m/n-contiguous
 // operands, between 64-element boxes (LBO = 8 KB).
 //
-// TF32: wgmma reads tf32 operands only K-major, so the launcher hands over
+// TF32: wgmma reads tf32 operands only k-contiguous, so the launcher hands over
 // row-major A and column-major B (a transposed copy of an operand that is not);
 // boxes are 32 (k) fp32 elements wide. wgmma uses the top 19 bits of each fp32
 // value (the low mantissa bits are ignored, not rounded).
@@ -60,6 +61,8 @@
 #include <type_traits>
 
 #include "common.cuh"
+#include "epilogue.cuh"
+#include "scheduler.cuh"
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define TILELAB_HOPPER_DEVICE 1
@@ -84,23 +87,16 @@ template <int BN>
 constexpr int stage_bytes() {
   return (kTileM + BN) * 128;
 }
-// Stages: as many as fit in ~192 KB, at most 6 (128x256: 4 of 48 KB; 128x128: 6 of 32 KB).
-template <int BN>
-constexpr int stages() {
-  return (196608 / stage_bytes<BN>()) < 6 ? (196608 / stage_bytes<BN>()) : 6;
-}
-// Dynamic shared memory: the ring, 1 KB of slack to align it to 1024 bytes (the
-// swizzle atom), and the mbarriers.
-template <int BN>
+// Dynamic shared memory: the ring of kStages stages (the table row's stages:
+// 4 x 48 KB for 128x256, 6 x 32 KB for 128x128), 1 KB of slack to align it to
+// 1024 bytes (the swizzle atom), and the mbarriers.
+template <int BN, int kStages>
 constexpr int smem_bytes() {
-  return stages<BN>() * stage_bytes<BN>() + 1024 + 2 * 8 * stages<BN>();
+  return kStages * stage_bytes<BN>() + 1024 + 2 * 8 * kStages;
 }
+constexpr int kMaxSmemBytes = 227 * 1024;  // dynamic shared memory a block may have on sm_90
 
 #ifdef TILELAB_HOPPER_DEVICE
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
 // ---- mbarriers
 __device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
@@ -137,7 +133,7 @@ __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, u
 
 // ---- wgmma
 // Shared-memory matrix descriptor, 128-byte swizzle: start address, leading
-// byte offset (M/N-major: between 64-element boxes; K-major: unused, 1),
+// byte offset (m/n-contiguous: between 64-element boxes; k-contiguous: unused, 1),
 // stride byte offset (between 8-row groups), all in 16-byte units.
 __device__ __forceinline__ uint64_t make_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
@@ -175,7 +171,7 @@ __device__ __forceinline__ void fence_regs(float (&d)[R]) {
   TILELAB_F8(d, i), TILELAB_F8(d, i + 8), TILELAB_F8(d, i + 16), TILELAB_F8(d, i + 24), TILELAB_F8(d, i + 32), \
       TILELAB_F8(d, i + 40), TILELAB_F8(d, i + 48), TILELAB_F8(d, i + 56)
 // One wgmma.mma_async m64nBNk16, D += A * B, fp32 accumulators; kTransA/kTransB:
-// the operand is M/N-major in shared memory.
+// the operand is m/n-contiguous in shared memory.
 #define TILELAB_WGMMA(N, TY, REGS, DA, DB, SC, TA, TB, ...)                                        \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #SC ", 0;\n"                                   \
                "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " {" REGS "}, %" #DA ", %" #DB \
@@ -183,7 +179,7 @@ __device__ __forceinline__ void fence_regs(float (&d)[R]) {
                : __VA_ARGS__                                                                      \
                : "l"(desc_a), "l"(desc_b), "r"(1), "n"(kTransA), "n"(kTransB))
 
-// TF32 (K-major operands only: no transpose immediates).
+// TF32 (k-contiguous operands only: no transpose immediates).
 #define TILELAB_WGMMA_TF32(N, REGS, DA, DB, SC, ...)                                                  \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #SC ", 0;\n"                                      \
                "wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32 {" REGS "}, %" #DA ", %" #DB \
@@ -195,7 +191,7 @@ template <typename T, int BN, int kTransA, int kTransB>
 __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t desc_a, uint64_t desc_b) {
   constexpr bool kBf16 = std::is_same_v<T, c10::BFloat16>;
   if constexpr (std::is_same_v<T, float>) {
-    static_assert(kTransA == 0 && kTransB == 0, "hopper: TF32 operands are K-major");
+    static_assert(kTransA == 0 && kTransB == 0, "hopper: TF32 operands are k-contiguous");
     if constexpr (BN == 256)
       TILELAB_WGMMA_TF32(256, TILELAB_WG_REGS128, 128, 129, 130, TILELAB_F64(d, 0), TILELAB_F64(d, 64));
     else
@@ -220,17 +216,6 @@ __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t desc_a, uint6
 #undef TILELAB_WG_REGS128
 #undef TILELAB_WG_REGS64
 
-// Two adjacent outputs as one 32-bit (half) or 64-bit (fp32) store (the caller checked alignment).
-template <typename T>
-__device__ __forceinline__ void store_pair(T* dst, float x, float y) {
-  if constexpr (std::is_same_v<T, float>) {
-    *reinterpret_cast<float2*>(dst) = make_float2(x, y);
-  } else if constexpr (std::is_same_v<T, c10::BFloat16>) {
-    *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(x, y);
-  } else {
-    *reinterpret_cast<__half2*>(dst) = __floats2half2_rn(x, y);
-  }
-}
 #endif  // TILELAB_HOPPER_DEVICE
 
 }  // namespace hopper
@@ -239,18 +224,20 @@ __device__ __forceinline__ void store_pair(T* dst, float x, float y) {
 // map_a / map_b: 3-D TMA maps (contiguous dim, rows, batch) built by the host
 // with 64-element boxes and the 128-byte swizzle; a_batch / b_batch: 1 if the
 // operand has a batch dimension, 0 if one matrix serves every batch.
-template <typename T, int BN, bool kAK, bool kBK>
+template <typename T, int BN, int kStages, bool kAK, bool kBK>
 __global__ void __launch_bounds__(hopper::kThreads, 1)
     hopper_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                   GemmArgs<T> p, int a_batch, int b_batch) {
 #ifdef TILELAB_HOPPER_DEVICE
   using namespace hopper;
-  constexpr int kStages = stages<BN>();
+  static_assert(smem_bytes<BN, kStages>() <= kMaxSmemBytes, "hopper: the ring must fit in shared memory");
+  using Sched = GroupedScheduler;
+  static_assert(!Sched::kPersistent, "hopper: one tile per block");
   constexpr int kStageBytes = stage_bytes<BN>();
   constexpr int kABytes = kTileM * 128;
   constexpr int kTileK = tile_k<T>();  // also a box's extent along its contiguous dimension
   static_assert(sizeof(T) == 2 || (std::is_same_v<T, float> && kAK && kBK),
-                "hopper: 16-bit inputs, or K-major fp32 (TF32)");
+                "hopper: 16-bit inputs, or k-contiguous fp32 (TF32)");
 
   extern __shared__ __align__(1024) unsigned char hp_smem[];
   // The swizzle pattern repeats every 1024 bytes: align the ring to it.
@@ -270,10 +257,10 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
   }
   __syncthreads();
 
-  int tm, tn;
-  grouped_tile(tm, tn);
-  const int m0 = tm * kTileM, n0 = tn * BN, bz = blockIdx.z;
-  const int ktiles = (p.K + kTileK - 1) / kTileK;
+  // The k-tiles [k_begin, k_end) of this tile: slot i of the ring holds k-tile k_begin + i.
+  const WorkTile w = Sched::first((p.K + kTileK - 1) / kTileK);
+  const int m0 = w.tm * kTileM, n0 = w.tn * BN, bz = w.batch;
+  const int ktiles = w.k_end - w.k_begin;
 
   if (wg == 0) {
     // ---------------- producer
@@ -285,7 +272,7 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
         if (kt >= kStages) mbar_wait(empty(s), ((kt / kStages) + 1) & 1);
         const uint32_t sa = ring + s * kStageBytes, sb = sa + kABytes;
         mbar_expect_tx(full(s), kStageBytes);
-        const int k0 = kt * kTileK;
+        const int k0 = (w.k_begin + kt) * kTileK;
         if constexpr (kAK) {
           tma_load(sa, &map_a, full(s), k0, m0, za);
         } else {
@@ -309,8 +296,8 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
 
-    // Per k16 slice: K-major operands advance 32 bytes along the swizzled row,
-    // M/N-major ones 16 rows of 128 bytes.
+    // Per k16 slice: k-contiguous operands advance 32 bytes along the swizzled row,
+    // m/n-contiguous ones 16 rows of 128 bytes.
     constexpr uint32_t kStepA = kAK ? 32 : 16 * 128, kStepB = kBK ? 32 : 16 * 128;
     constexpr uint32_t kLboA = kAK ? 16 : kBoxBytes, kLboB = kBK ? 16 : kBoxBytes;
     for (int kt = 0; kt < ktiles; ++kt) {
@@ -338,28 +325,17 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
     // group j, (g, 8j+2t), (g, 8j+2t+1), (g+8, 8j+2t), (g+8, 8j+2t+1).
     const int g = lane / 4, t = lane % 4;
     const int mrow = m0 + c * 64 + warp * 16 + g;
-    const bool pairs = p.bias == nullptr && p.N % 2 == 0 && p.sc_m % 2 == 0 && p.sc_b % 2 == 0 &&
-                       (reinterpret_cast<uintptr_t>(p.c) % (2 * sizeof(T))) == 0;
+    const bool vec = vector_ok<2>(p);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int m = mrow + 8 * h;
       if (m >= p.M) continue;
-      T* crow = p.c + bz * p.sc_b + static_cast<int64_t>(m) * p.sc_m;
 #pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
-        const int n = n0 + 8 * j + 2 * t;
-        const float x = d[4 * j + 2 * h], y = d[4 * j + 2 * h + 1];
-        if (pairs) {
-          if (n < p.N) store_pair(crow + n, x, y);  // N even: n + 1 < N too
-        } else {
-          if (n < p.N) store_output(p, bz, m, n, x);
-          if (n + 1 < p.N) store_output(p, bz, m, n + 1, y);
-        }
-      }
+      for (int j = 0; j < BN / 8; ++j) store_pair(p, bz, m, n0 + 8 * j + 2 * t, d[4 * j + 2 * h], d[4 * j + 2 * h + 1], vec);
     }
   }
 #else
-  // Not compiled for sm_90a: the chooser never launches this (configs.h).
+  // Not compiled for sm_90a: the chooser never launches this (launch_hopper.cu: hopper_cannot_run).
   __trap();
 #endif
 }

@@ -5,7 +5,7 @@
 // bytes of fp32 (0.25 FLOP/B) and it is bound by memory traffic (mostly L1/L2
 // hits). The block is T x T threads, T a run-time value: the tile sweep
 // launches it with the same block shape as the tiled kernel it is compared to.
-#include "common.cuh"
+#include "epilogue.cuh"
 
 namespace tilelab {
 

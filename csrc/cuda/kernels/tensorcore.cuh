@@ -31,7 +31,7 @@
 //   A row-major (k contiguous): As[m][k];  A column-major: As[k][m]
 //   B row-major (n contiguous): Bs[k][n];  B column-major: Bs[n][k]
 // Half tiles that are not k-contiguous are read with ldmatrix.trans. Rows are
-// padded by 16 bytes (half; fp32 k-major too) or 32 bytes (fp32 m/n-major) so
+// padded by 16 bytes (half; fp32 k-contiguous too) or 32 bytes (fp32 m/n-contiguous) so
 // the 8 row addresses of an ldmatrix phase, the 16-byte cp.async stores and the
 // scalar TF32 loads all hit distinct banks.
 //
@@ -49,6 +49,8 @@
 
 #include "async_copy.cuh"
 #include "common.cuh"
+#include "epilogue.cuh"
+#include "scheduler.cuh"
 
 namespace tilelab {
 namespace tc {
@@ -56,25 +58,27 @@ namespace tc {
 template <typename T>
 constexpr bool kIsHalf = sizeof(T) == 2;
 
-// One operand tile of shape (MN x BK) as stored in shared memory. kKMajor:
+// One operand tile of shape (MN x BK) as stored in shared memory. kKContig:
 // stored [MN][BK + pad] (k contiguous), else [BK][MN + pad] (m or n contiguous).
-template <typename T, bool kKMajor, int MN, int BK>
+// kRowPad is the table row's pad, in elements:
+//   half: 8 (16 bytes) keeps rows 16-byte aligned and spreads the 8 rows of an
+//     ldmatrix phase over 8 distinct 16-byte bank groups (row stride = 4 mod 32
+//     words for [*][BK=32+8] and [*][128+8]);
+//   fp32 k-contiguous: 4 (row stride 20 words, the same argument for ldmatrix);
+//   fp32 m/n-contiguous: twice the row's pad, 8 floats (stride = 8 mod 32
+//     words: the scalar fragment reads t*stride + g hit 32 banks).
+template <typename T, bool kKContig, int MN, int BK, int kRowPad>
 struct TileLayout {
-  // Half: 16 bytes keeps rows 16-byte aligned and spreads the 8 rows of an
-  // ldmatrix phase over 8 distinct 16-byte bank groups (row stride = 4 mod 32
-  // words for [*][BK=32+8] and [*][128+8]). fp32 k-major: 4 floats (row stride
-  // 20 words, same argument for ldmatrix). fp32 m/n-major: 8 floats (stride =
-  // 8 mod 32 words: the scalar fragment reads t*stride + g hit 32 banks).
-  static constexpr int kPad = kIsHalf<T> ? 8 : (kKMajor ? 4 : 8);
-  static constexpr int kRows = kKMajor ? MN : BK;
-  static constexpr int kCont = kKMajor ? BK : MN;  // contiguous extent (elements)
+  static constexpr int kPad = (kIsHalf<T> || kKContig) ? kRowPad : 2 * kRowPad;
+  static constexpr int kRows = kKContig ? MN : BK;
+  static constexpr int kCont = kKContig ? BK : MN;  // contiguous extent (elements)
   static constexpr int kLd = kCont + kPad;
   static constexpr int kElems = kRows * kLd;
   static constexpr int kBytes = kElems * static_cast<int>(sizeof(T));
   static_assert((kLd * sizeof(T)) % 16 == 0, "rows must stay 16-byte aligned for cp.async/ldmatrix");
   // Byte offset of element (mn, k) inside the tile.
   static constexpr int off(int mn, int k) {
-    return (kKMajor ? mn * kLd + k : k * kLd + mn) * static_cast<int>(sizeof(T));
+    return (kKContig ? mn * kLd + k : k * kLd + mn) * static_cast<int>(sizeof(T));
   }
 };
 
@@ -83,7 +87,7 @@ struct TileLayout {
 // the same for all of them, so one global pointer and one zero-fill size per
 // tile cover every chunk. Global element (r, c) of the tile at k-tile kt is
 // g[(row0 + r) * ld + cont0 + c]; elements outside M/N/K read as zero.
-template <typename T, typename L, bool kKMajor, int kThreads, int BK>
+template <typename T, typename L, bool kKContig, int kThreads, int BK>
 struct TileLoader {
   static constexpr int kVec = 16 / sizeof(T);  // elements per chunk
   static constexpr int kChunksPerRow = L::kCont / kVec;
@@ -99,8 +103,8 @@ struct TileLoader {
   int64_t k_step;   // elements the tile origin moves per k-tile
   uint32_t s_off;   // byte offset of the thread's first chunk in a stage
   int c, r;         // the thread's column (elements) and first row in the stored tile
-  int fixed_ok;     // bit i: chunk i's m/n coordinate is inside M/N (k-major) ...
-  int cbytes;       // ... or its valid bytes along m/n (m/n-major)
+  int fixed_ok;     // bit i: chunk i's m/n coordinate is inside M/N (k-contiguous) ...
+  int cbytes;       // ... or its valid bytes along m/n (m/n-contiguous)
 
   // mn0: first m (A) or n (B) of the block; mn_lim: M or N.
   __device__ __forceinline__ void init(const T* g, int64_t ld, int mn0, int mn_lim, int tid, uint32_t tile_base) {
@@ -108,7 +112,7 @@ struct TileLoader {
     r = tid / kChunksPerRow;
     s_off = tile_base + r * L::kLd * sizeof(T) + c * sizeof(T);
     row_step = kRowStep * ld;
-    if constexpr (kKMajor) {  // rows are m/n, columns k
+    if constexpr (kKContig) {  // rows are m/n, columns k
       gp = g + static_cast<int64_t>(mn0 + r) * ld + c;
       k_step = BK;
       fixed_ok = 0;
@@ -128,7 +132,7 @@ struct TileLoader {
   // Issues the copies of k-tile kt (origin k0) into the stage at byte offset st.
   __device__ __forceinline__ void issue(const T* g, int k0, int K, uint32_t st) const {
     const T* src = gp;
-    if constexpr (kKMajor) {
+    if constexpr (kKContig) {
       int v = K - (k0 + c);
       v = v < 0 ? 0 : (v > kVec ? kVec : v);
       const int bytes = v * static_cast<int>(sizeof(T));
@@ -199,9 +203,9 @@ __device__ __forceinline__ uint32_t to_tf32(uint32_t bits) {
 }
 
 // Bytes of dynamic shared memory a configuration needs.
-template <typename T, int BM, int BN, int BK, int kStages, bool kAK, bool kBK>
+template <typename T, int BM, int BN, int BK, int kStages, int kPad, bool kAK, bool kBK>
 constexpr int smem_bytes() {
-  return kStages * (TileLayout<T, kAK, BM, BK>::kBytes + TileLayout<T, kBK, BN, BK>::kBytes);
+  return kStages * (TileLayout<T, kAK, BM, BK, kPad>::kBytes + TileLayout<T, kBK, BN, BK, kPad>::kBytes);
 }
 
 // Blocks of this many threads that share an SM: 2 for 4-warp blocks (the
@@ -213,9 +217,9 @@ constexpr int min_blocks() {
 
 }  // namespace tc
 
-// kAK: A is k-contiguous (row-major); kBK: B is k-contiguous (column-major).
+// kAK / kBK: A / B is k-contiguous (a row-major A, a column-major B).
 // The host guarantees that every operand row start is 16-byte aligned.
-template <typename T, int BM, int BN, int BK, int kWarpsM, int kWarpsN, int kStages, bool kAK, bool kBK>
+template <typename T, int BM, int BN, int BK, int kWarpsM, int kWarpsN, int kStages, int kPad, bool kAK, bool kBK>
 __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32, tc::min_blocks<kWarpsM * kWarpsN * 32>())
     tensorcore_kernel(GemmArgs<T> p) {
   constexpr int kThreads = kWarpsM * kWarpsN * 32;
@@ -229,22 +233,23 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32, tc::min_blocks<kWarpsM
   static_assert(WM % 16 == 0 && WN % 16 == 0, "warp tile: whole m16 fragments, pairs of n8 fragments");
   static_assert(BK % kK == 0 && kKK % 2 == 0, "an even number of mma k-steps per tile (two fragment buffers)");
   static_assert(kStages >= 3, "the ring keeps kStages-1 tiles in flight and one being read");
-  using LA = tc::TileLayout<T, kAK, BM, BK>;
-  using LB = tc::TileLayout<T, kBK, BN, BK>;
+  using LA = tc::TileLayout<T, kAK, BM, BK, kPad>;
+  using LB = tc::TileLayout<T, kBK, BN, BK, kPad>;
+  using Sched = GroupedScheduler;
+  static_assert(!Sched::kSplitsK && !Sched::kPersistent, "tensorcore: one whole-K tile per block");
   constexpr int kStageBytes = LA::kBytes + LB::kBytes;
 
   extern __shared__ __align__(16) unsigned char tc_smem[];
-  const uint32_t smem = async_copy::smem_addr(tc_smem);  // stage s: [A tile][B tile] at s * kStageBytes
+  const uint32_t smem = smem_u32(tc_smem);  // stage s: [A tile][B tile] at s * kStageBytes
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int wm0 = (warp % kWarpsM) * WM, wn0 = (warp / kWarpsM) * WN;
 
-  int tm, tn;
-  grouped_tile(tm, tn);
-  const int m0 = tm * BM, n0 = tn * BN, bz = blockIdx.z;
+  const int M = p.M, N = p.N, K = p.K;
+  const WorkTile w = Sched::first((K + BK - 1) / BK);
+  const int m0 = w.tm * BM, n0 = w.tn * BN, bz = w.batch;
   const T* A = p.a + bz * p.sa_b;
   const T* B = p.b + bz * p.sb_b;
-  const int M = p.M, N = p.N, K = p.K;
 
   tc::TileLoader<T, LA, kAK, kThreads, BK> lda;
   tc::TileLoader<T, LB, kBK, kThreads, BK> ldb;
@@ -327,7 +332,7 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32, tc::min_blocks<kWarpsM
 #pragma unroll
       for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.f;
 
-  const int ktiles = (K + BK - 1) / BK;
+  const int ktiles = w.k_end;
   // Prologue: tiles 0..kStages-2 into stages 0..kStages-2. One commit per
   // tile, even when empty, so that "group kt" is always the kt-th commit.
 #pragma unroll
@@ -357,7 +362,7 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32, tc::min_blocks<kWarpsM
       ldb.advance();
     }
     async_copy::commit();
-    wr = wr == (kStages - 1) * kStageBytes ? 0 : wr + kStageBytes;
+    wr = next_stage<kStages, kStageBytes>(wr);
 
 #pragma unroll
     for (int kk = 0; kk < kKK; ++kk) {
@@ -366,7 +371,7 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32, tc::min_blocks<kWarpsM
         // fragments of tile kt (stage rd is free for the next issue).
         async_copy::wait<kStages - 2>();
         __syncthreads();
-        rd = rd == (kStages - 1) * kStageBytes ? 0 : rd + kStageBytes;
+        rd = next_stage<kStages, kStageBytes>(rd);
       }
       // Fragments for the next k-step (of this tile, or the first of tile kt+1;
       // past the last tile this reads a stale stage that is never used).
@@ -385,9 +390,7 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32, tc::min_blocks<kWarpsM
   async_copy::wait<0>();  // no copy may still target shared memory when the block exits
 
   // Epilogue. Fragment (i, j) holds C rows g and g+8, columns 2t and 2t+1.
-  // Without bias and with 2-element-aligned rows, a pair goes out as one store.
-  const bool pair_ok = p.bias == nullptr && p.sc_m % 2 == 0 && p.sc_b % 2 == 0 &&
-                       reinterpret_cast<uintptr_t>(p.c) % (2 * sizeof(T)) == 0;
+  const bool vec = vector_ok<2>(p);
 #pragma unroll
   for (int i = 0; i < MI; ++i)
 #pragma unroll
@@ -395,22 +398,7 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32, tc::min_blocks<kWarpsM
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int m = m0 + wm0 + i * 16 + g + h * 8;
-        const int n = n0 + wn0 + j * 8 + 2 * t;
-        if (m >= M) continue;
-        const float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
-        if (pair_ok && n + 1 < N) {
-          T* dst = p.c + bz * p.sc_b + static_cast<int64_t>(m) * p.sc_m + n;
-          if constexpr (kHalf) {
-            const T lo = static_cast<T>(v0), hi = static_cast<T>(v1);
-            const uint32_t packed = static_cast<uint32_t>(lo.x) | (static_cast<uint32_t>(hi.x) << 16);
-            *reinterpret_cast<uint32_t*>(dst) = packed;
-          } else {
-            *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
-          }
-        } else {
-          if (n < N) store_output(p, bz, m, n, v0);
-          if (n + 1 < N) store_output(p, bz, m, n + 1, v1);
-        }
+        if (m < M) store_pair(p, bz, m, n0 + wn0 + j * 8 + 2 * t, acc[i][j][2 * h], acc[i][j][2 * h + 1], vec);
       }
 }
 

@@ -10,7 +10,7 @@
 // host) loads and stores are unconditional; otherwise out-of-range loads are
 // zero-filled (a zero contributes nothing to the dot product) and stores are
 // predicated. One body, two instantiations, chosen at run time.
-#include "common.cuh"
+#include "epilogue.cuh"
 
 namespace tilelab {
 
@@ -29,10 +29,10 @@ __global__ void __launch_bounds__(kT * kT) tiled_kernel(GemmArgs<T> p) {
   const int m0 = blockIdx.x * kT, n0 = blockIdx.y * kT, bz = blockIdx.z;
   const T* A = p.a + bz * p.sa_b;
   const T* B = p.b + bz * p.sb_b;
-  const bool a_k_fast = p.sa_k == 1;  // row-major A: consecutive threads take consecutive k
-  const bool b_n_fast = p.sb_n == 1;  // row-major B: consecutive threads take consecutive n
-  const int am = a_k_fast ? ty : tx, ak = a_k_fast ? tx : ty;
-  const int bk = b_n_fast ? ty : tx, bn = b_n_fast ? tx : ty;
+  const bool a_k_contig = p.sa_k == 1;  // row-major A: consecutive threads take consecutive k
+  const bool b_n_contig = p.sb_n == 1;  // row-major B: consecutive threads take consecutive n
+  const int am = a_k_contig ? ty : tx, ak = a_k_contig ? tx : ty;
+  const int bk = b_n_contig ? ty : tx, bn = b_n_contig ? tx : ty;
 
   Acc acc = 0;
   for (int k0 = 0; k0 < p.K; k0 += kT) {

@@ -1,0 +1,63 @@
+// The ops on CPU tensors: the one host path of ../gemm.h (validate, build the
+// problem) and the cache-tiled cpu_mm kernel (cpu_mm.h).
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <sstream>
+
+#include "../gemm.h"
+#include "cpu_mm.h"
+
+namespace tilelab {
+namespace {
+
+using Variant = std::optional<c10::string_view>;
+using Tile = std::optional<int64_t>;
+
+at::Tensor gemm_cpu(const char* op, const at::Tensor* bias, const at::Tensor& a, const at::Tensor& b, bool batched,
+                    Variant variant, Tile tile) {
+  check_gemm_inputs(op, bias, a, b, batched);
+  cpu::check_cpu_override(variant, tile);
+  GemmCall call = make_gemm(bias, a, b);
+  if (finish_without_product(call)) return call.out;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.scalar_type(), "tilelab_cpu_mm",
+                                  [&] { cpu::cpu_mm<scalar_t>(call.problem); });
+  return call.out;
+}
+
+at::Tensor tiled_mm_cpu(const at::Tensor& a, const at::Tensor& b, Variant variant, Tile tile) {
+  return gemm_cpu("tiled_mm", nullptr, a, b, false, variant, tile);
+}
+
+at::Tensor tiled_addmm_cpu(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b, Variant variant,
+                           Tile tile) {
+  return gemm_cpu("tiled_addmm", &bias, a, b, false, variant, tile);
+}
+
+at::Tensor tiled_bmm_cpu(const at::Tensor& a, const at::Tensor& b, Variant variant, Tile tile) {
+  return gemm_cpu("tiled_bmm", nullptr, a, b, true, variant, tile);
+}
+
+std::string explain_cpu(const at::Tensor& a, const at::Tensor& b, Variant variant, Tile tile) {
+  check_gemm_inputs("explain", nullptr, a, b, false);
+  cpu::check_cpu_override(variant, tile);
+  std::ostringstream os;
+  os << "{\"kernel\": \"cpu\", \"variant\": \"cpu\", \"tile\": null, \"device\": \"cpu\", "
+     << "\"device_name\": \"cpu\", \"M\": " << a.size(0) << ", \"N\": " << b.size(1) << ", \"K\": " << a.size(1)
+     << ", \"dtype\": \"" << dtype_str(a.scalar_type()) << "\", \"reason\": \"CPU tensors run the cache-tiled CPU kernel ("
+     << cpu::kMC << "x" << cpu::kNC << " tiles of C over " << at::get_num_threads() << " threads, K in slices of "
+     << cpu::kKC << ")\"}";
+  return os.str();
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(tilelab, CPU, m) {
+  m.impl("tiled_mm", &tiled_mm_cpu);
+  m.impl("tiled_addmm", &tiled_addmm_cpu);
+  m.impl("tiled_bmm", &tiled_bmm_cpu);
+  m.impl("_explain", &explain_cpu);
+}
+
+}  // namespace tilelab

@@ -1,0 +1,232 @@
+// The chooser: an ordered list of rules over the table's rows, each with the
+// measurement that justifies it (one sentence: the figures and the GPU; the
+// evidence tables are in benchmarks/results/h200/README.md). A rule whose row
+// cannot run the problem here (dtype, threads, compute capability, build)
+// falls through to the next; the list ends in an error, never a silent
+// fallback. Rows are named at compile time (row_index): a renamed row does not
+// compile.
+#include "chooser.h"
+
+#include <c10/util/Exception.h>
+
+#include <sstream>
+#include <utility>
+
+namespace tilelab {
+namespace {
+
+constexpr int kHopper256 = row_index("hopper_128x256x64"), kHopper128 = row_index("hopper_128x128x64");
+constexpr int kHopperTf32_256 = row_index("hopper_tf32_128x256x32"), kHopperTf32_128 = row_index("hopper_tf32_128x128x32");
+constexpr int kTc256 = row_index("tensorcore_128x256x64"), kTc128 = row_index("tensorcore_128x128x32"),
+              kTc64 = row_index("tensorcore_64x64x32");
+constexpr int kTcTf32_256 = row_index("tensorcore_tf32_128x256x32"),
+              kTcTf32_128 = row_index("tensorcore_tf32_128x128x16"), kTcTf32_64 = row_index("tensorcore_tf32_64x64x16");
+constexpr int kTiled32 = row_index("tiled_32x32x32"), kTiled16 = row_index("tiled_16x16x16"),
+              kTiled8 = row_index("tiled_8x8x8");
+
+// fp32 (IEEE) rows with their measured throughput per SM, relative (outputs x k
+// per SM per unit time): H200, 4096^3, each row running whole rounds of tiles:
+// 128x256 2.811 ms for 4 tiles an SM, 64x128 2.927 ms for 16, 64x64 3.280 ms for 32.
+constexpr std::pair<int, int64_t> kBlockedRates[] = {
+    {row_index("blocked_wide_128x256x8"), 117},
+    {row_index("blocked_64x128x8"), 112},
+    {row_index("blocked_k16_64x64x16"), 100},
+};
+
+int64_t tiles(const GemmProblem& p, int bm, int bn) { return ((p.M + bm - 1) / bm) * ((p.N + bn - 1) / bn); }
+
+}  // namespace
+
+std::string cannot_run(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d) {
+  std::ostringstream os;
+  if (!(c.dtypes & dtype_bit(p.dtype))) {
+    os << c.name << " does not support " << dtype_str(p.dtype);
+  } else if (c.threads > d.max_threads_per_block) {
+    os << c.name << " needs " << c.threads << " threads per block but cuda:" << d.index << " (" << d.name
+       << ") allows at most " << d.max_threads_per_block;
+  } else if (d.sm < c.min_sm) {
+    os << c.name << " needs compute capability " << c.min_sm / 10 << "." << c.min_sm % 10 << " but cuda:" << d.index
+       << " is " << d.sm / 10 << "." << d.sm % 10;
+  } else if (c.tf32 && !p.allow_tf32) {
+    os << c.name << " computes in TF32 (10-bit mantissa), which fp32 inputs may only use when "
+       << "TF32 is allowed: call torch.set_float32_matmul_precision(\"high\") (or \"medium\") "
+       << "first; the current precision is \"highest\" (IEEE fp32)";
+  } else {
+    return family_cannot_run(c, p, d);
+  }
+  return os.str();
+}
+
+Choice choose(const GemmProblem& p, const DeviceInfo& d) {
+  auto pick = [&](int row, const char* why) -> Choice {
+    const KernelConfig& c = kConfigs[row];
+    if (cannot_run(c, p, d).empty()) return Choice{&c, why};
+    return Choice{};
+  };
+  Choice ch;
+  const int64_t sms = d.num_sms;
+  const bool half = is_half(p.dtype);
+  const bool tf32 = p.dtype == c10::ScalarType::Float && p.allow_tf32;
+  const int64_t tiles256 = tiles(p, 128, 256), tiles128 = tiles(p, 128, 128);
+  // A 256-wide tiling must not cover more than 25% more of C than a 128-wide one.
+  const bool n_fits_256 = 4 * ((p.N + 255) / 256 * 256) <= 5 * ((p.N + 127) / 128 * 128);
+
+  // --- half precision, and fp32 under TF32: tensor cores. wgmma + TMA first
+  // (sm_90 in an sm_90a build). TF32 wgmma reads only k-contiguous operands:
+  // the hopper TF32 rows take a problem only while the transposed copy of the
+  // others (8 bytes per element at ~3 TB/s) stays small next to the product
+  // (~250 TFLOP/s): elements copied x 1000 <= M*N*K.
+  const double copied = (p.a.k_contiguous ? 0.0 : static_cast<double>(p.M) * p.K) +
+                        (p.b.k_contiguous ? 0.0 : static_cast<double>(p.K) * p.N);
+  const bool tf32_hopper = tf32 && copied * 1000.0 <= static_cast<double>(p.M) * p.N * p.K;
+  if (half || tf32_hopper) {
+    if (2 * tiles256 >= sms && n_fits_256) {
+      ch = pick(half ? kHopper256 : kHopperTf32_256,
+                "sm_90, >= half a wave of 128x256 tiles: wgmma + TMA (H200: bf16 4096^3 0.204 ms vs 0.237 for "
+                "hopper_128x128x64 and 0.351 for tensorcore_128x256x64; TF32 0.506 vs 0.563 and 0.894)");
+      if (ch.cfg) return ch;
+    }
+    if (16 * tiles128 >= sms) {
+      ch = pick(half ? kHopper128 : kHopperTf32_128,
+                "sm_90, fewer than half a wave of 128x256 tiles but >= 1/16 of a wave of 128x128: wgmma + TMA with "
+                "128x128 tiles (H200: bf16 1024^3 0.014 ms vs 0.018 for tensorcore_64x64x32, 8x4096x4096 0.028 vs "
+                "0.043; TF32 1024^3 0.027 vs 0.032)");
+      if (ch.cfg) return ch;
+    }
+  }
+  // mma.sync (sm_80+): fewer tiles than that, other GPUs, and TF32 with a large transposed copy.
+  if (half || tf32) {
+    if (2 * tiles256 >= sms && n_fits_256) {
+      ch = pick(half ? kTc256 : kTcTf32_256,
+                "tensor cores, >= half a wave of 128x256 tiles: 25% fewer L2 bytes per MMA than 128x128 and 128 "
+                "bytes of K per stage (H200: bf16 4096^3 0.387 vs 0.428 ms, TF32 0.903 vs 1.017 ms)");
+      if (ch.cfg) return ch;
+    }
+    if (4 * tiles128 >= 3 * sms) {
+      ch = pick(half ? kTc128 : kTcTf32_128,
+                "tensor cores, at least 3/4 of a 128x128 tile per SM: 64x64 warp tiles, 2 blocks/SM (H200: bf16 "
+                "2304x768x1024 0.025 vs 0.028 ms, TF32 4096^3 0.963 vs 1.555 ms against 64x64 blocks)");
+      if (ch.cfg) return ch;
+    }
+    ch = pick(half ? kTc64 : kTcTf32_64,
+              "tensor cores, fewer 128x128 tiles than 3/4 of the SMs: 64x64 tiles fill more SMs (H200: bf16 1000^3 "
+              "0.020 vs 0.026 ms, TF32 0.040 vs 0.056 ms against 128x128)");
+    if (ch.cfg) return ch;
+  }
+
+  // --- fp32 (IEEE): the blocked row with the least estimated time. An SM gets
+  // ceil(tiles / SMs) rounds of bm x bn x K work at its row's rate; on an H200
+  // this picks the fastest row on each of 512^3 .. 4096^3 and 128x4096x4096.
+  if (p.dtype == c10::ScalarType::Float) {
+    const KernelConfig* best = nullptr;
+    int64_t best_cost = 0, best_rounds = 0, best_rate = 0;
+    for (const auto& [row, rate] : kBlockedRates) {
+      const KernelConfig& c = kConfigs[row];
+      if (!cannot_run(c, p, d).empty()) continue;
+      const int64_t rounds = (tiles(p, c.bm, c.bn) + sms - 1) / sms;
+      const int64_t cost = rounds * c.bm * c.bn * 1000 / rate;
+      if (best == nullptr || cost < best_cost) best = &c, best_cost = cost, best_rounds = rounds, best_rate = rate;
+    }
+    if (best != nullptr) {
+      std::ostringstream why;
+      why << "fp32: the least estimated time of the blocked rows: " << best_rounds << " round(s) of " << best->bm
+          << "x" << best->bn << " tiles on " << d.num_sms << " SMs at relative rate " << best_rate
+          << " (rates measured on an H200 at 4096^3)";
+      return Choice{best, why.str()};
+    }
+  }
+
+  // --- the textbook kernels, every dtype (fp64; fp32 before sm_80).
+  if (p.M % 32 == 0 && p.N % 32 == 0 && tiles(p, 32, 32) >= sms) {
+    ch = pick(kTiled32,
+              "M and N multiples of 32 with at least one 32x32 tile per SM: the 32x32 tile halves global traffic "
+              "against 16x16 (H200: 16.4 vs 16.9 ms at 4096^3 fp32)");
+    if (ch.cfg) return ch;
+  }
+  ch = pick(kTiled16,
+            "a ragged 32x32 grid or fewer 32x32 tiles than SMs: 16x16 tiles waste less at the edges and fill more "
+            "SMs (H200: 0.053 vs 0.065 ms at 333x777x555 fp32)");
+  if (ch.cfg) return ch;
+  ch = pick(kTiled8, "last resort: the smallest tiled config fits any device");
+  if (ch.cfg) return ch;
+  TORCH_CHECK(false, "tilelab: no kernel for ", dtype_str(p.dtype), " ", p.M, "x", p.N, "x", p.K, " on cuda:",
+              d.index, " (", d.name, ", sm_", d.sm, ")");
+}
+
+namespace {
+
+std::string valid_variants() {
+  std::string out;
+  std::string_view last;
+  for (const auto& c : kConfigs) {
+    if (last == c.variant) continue;
+    if (!out.empty()) out += ", ";
+    out += "'" + std::string(c.variant) + "'";
+    last = c.variant;
+  }
+  return out;
+}
+
+std::string valid_tiles(std::string_view variant) {
+  std::string out;
+  for (const auto& c : kConfigs) {
+    if (variant != c.variant) continue;
+    if (!out.empty()) out += ", ";
+    out += std::to_string(c.tile);
+  }
+  return out;
+}
+
+}  // namespace
+
+Choice select_kernel(const GemmProblem& p, const DeviceInfo& d, std::optional<std::string_view> variant,
+                     std::optional<int64_t> tile) {
+  if (!variant.has_value() || *variant == "auto") {
+    TORCH_CHECK(!tile.has_value(), "tilelab: tile=", tile.value_or(0), " needs a variant; pass variant= too (one of ",
+                valid_variants(), ")");
+    return choose(p, d);
+  }
+  const std::string v(*variant);
+  // A full config name ("tiled_16x16x16") selects that row directly.
+  const KernelConfig* c = find_config(v);
+  if (c != nullptr) {
+    TORCH_CHECK(!tile.has_value() || *tile == c->tile, "tilelab: variant='", v, "' is a config name with tile ",
+                c->tile, "; tile=", tile.value_or(0), " contradicts it");
+  } else {
+    bool known = false;
+    for (const auto& row : kConfigs) known = known || v == row.variant;
+    TORCH_CHECK(known, "tilelab: unknown variant '", v, "'; valid variants: ", valid_variants(),
+                " (or a config name from tilelab_torch.kernels())");
+    if (!tile.has_value()) {
+      // The variant without a tile: the largest of its tiles that runs here.
+      std::string why_not;  // the reason of the variant's last row, if none runs
+      for (const auto& row : kConfigs) {
+        if (v != row.variant) continue;
+        const std::string r = cannot_run(row, p, d);
+        if (r.empty() && (c == nullptr || row.tile > c->tile)) c = &row;
+        if (!r.empty()) why_not = r;
+      }
+      TORCH_CHECK(c != nullptr, "tilelab: no config of variant '", v, "' runs ", dtype_str(p.dtype), " on cuda:",
+                  d.index, " (", d.name, "): ", why_not);
+      return Choice{c, "user override: variant='" + v + "', largest tile that runs here"};
+    }
+    for (const auto& row : kConfigs)
+      if (v == row.variant && row.tile == *tile) c = &row;
+    if (c == nullptr) {
+      const int64_t t = *tile;
+      if (t > 0 && t * t > d.max_threads_per_block) {
+        TORCH_CHECK(false, "tilelab: tile=", t, " needs ", t, "x", t, " = ", t * t,
+                    " threads per block (one thread per output of the tile) but cuda:", d.index, " (", d.name,
+                    ") allows at most ", d.max_threads_per_block, "; valid tiles for variant '", v,
+                    "': ", valid_tiles(v));
+      }
+      TORCH_CHECK(false, "tilelab: tile=", t, " is not a valid tile for variant '", v, "'; valid tiles: ",
+                  valid_tiles(v));
+    }
+  }
+  const std::string why = cannot_run(*c, p, d);
+  TORCH_CHECK(why.empty(), "tilelab: ", why);
+  return Choice{c, std::string("user override: ") + c->name};
+}
+
+}  // namespace tilelab

@@ -1,0 +1,106 @@
+// The CUDA host path: validate once, build the one problem, choose, launch.
+#include "host.h"
+
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include <algorithm>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <vector>
+
+#include "../gemm.h"
+#include "chooser.h"
+#include "launch.h"
+
+namespace tilelab {
+namespace {
+
+// Cached properties of CUDA device `index`.
+const DeviceInfo& device_info(int index) {
+  static std::mutex mu;
+  static std::vector<std::unique_ptr<DeviceInfo>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  if (cache.size() <= static_cast<size_t>(index)) cache.resize(index + 1);
+  if (!cache[index]) {
+    const cudaDeviceProp* prop = at::cuda::getDeviceProperties(index);
+    auto d = std::make_unique<DeviceInfo>();
+    d->index = index;
+    d->name = prop->name;
+    d->sm = prop->major * 10 + prop->minor;
+    d->num_sms = prop->multiProcessorCount;
+    d->max_threads_per_block = prop->maxThreadsPerBlock;
+    cache[index] = std::move(d);
+  }
+  return *cache[index];
+}
+
+Choice choose_for(const GemmProblem& p, int device, std::optional<c10::string_view> variant,
+                  std::optional<int64_t> tile) {
+  std::optional<std::string_view> v;
+  if (variant.has_value()) v = std::string_view(variant->data(), variant->size());
+  return select_kernel(p, device_info(device), v, tile);
+}
+
+// CUDA's limit on gridDim.z: larger batches run in chunks of this many.
+constexpr int64_t kMaxGridZ = 65535;
+
+std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') o += '\\';
+    o += ch;
+  }
+  return o;
+}
+
+const char* layout_name(const Operand& o, bool is_a) {
+  // A k-contiguous A is row-major, a k-contiguous B column-major.
+  return o.k_contiguous == is_a ? "row-major" : "col-major";
+}
+
+}  // namespace
+
+at::Tensor gemm_cuda(const char* op, const at::Tensor* bias, const at::Tensor& a, const at::Tensor& b,
+                     bool batched, std::optional<c10::string_view> variant, std::optional<int64_t> tile) {
+  check_gemm_inputs(op, bias, a, b, batched);
+  const c10::cuda::CUDAGuard guard(a.device());
+  GemmCall call = make_gemm(bias, a, b);
+  const Choice choice = choose_for(call.problem, a.get_device(), variant, tile);
+  if (finish_without_product(call)) return call.out;
+  GemmProblem p = call.problem;
+  const int64_t B = p.batch, esize = static_cast<int64_t>(c10::elementSize(p.dtype));
+  const auto* a0 = static_cast<const char*>(p.a.data);
+  const auto* b0 = static_cast<const char*>(p.b.data);
+  auto* c0 = static_cast<char*>(p.c);
+  for (int64_t z0 = 0; z0 < B; z0 += kMaxGridZ) {
+    p.batch = std::min(kMaxGridZ, B - z0);
+    p.a.data = a0 + z0 * p.a.s_batch * esize;
+    p.b.data = b0 + z0 * p.b.s_batch * esize;
+    p.c = c0 + z0 * p.sc_b * esize;
+    launch(*choice.cfg, p);
+  }
+  return call.out;
+}
+
+std::string explain_cuda(const at::Tensor& a, const at::Tensor& b, std::optional<c10::string_view> variant,
+                         std::optional<int64_t> tile) {
+  check_gemm_inputs("explain", nullptr, a, b, false);
+  const c10::cuda::CUDAGuard guard(a.device());
+  const GemmCall call = make_gemm(nullptr, a, b);
+  const GemmProblem& p = call.problem;
+  const Choice choice = choose_for(p, a.get_device(), variant, tile);
+  const DeviceInfo& d = device_info(a.get_device());
+  const KernelConfig& c = *choice.cfg;
+  std::ostringstream os;
+  os << "{\"kernel\": \"" << c.name << "\", \"variant\": \"" << c.variant << "\", \"tile\": " << c.tile
+     << ", \"device\": \"cuda:" << d.index << "\", \"device_name\": \"" << json_escape(d.name) << "\", \"sm\": " << d.sm
+     << ", \"num_sms\": " << d.num_sms << ", \"M\": " << p.M << ", \"N\": " << p.N << ", \"K\": " << p.K
+     << ", \"dtype\": \"" << dtype_str(p.dtype) << "\", \"a_layout\": \"" << layout_name(p.a, true)
+     << "\", \"b_layout\": \"" << layout_name(p.b, false) << "\", \"reason\": \"" << json_escape(choice.reason)
+     << "\"}";
+  return os.str();
+}
+
+}  // namespace tilelab

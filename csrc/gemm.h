@@ -1,0 +1,161 @@
+#pragma once
+// The one host path every op takes, on every backend:
+//   tiled_mm    = tiled_addmm without a bias
+//   tiled_addmm = one product with a bias broadcast to (M, N)
+//   tiled_bmm   = the same with a batch (tiled_mm is tiled_bmm with one batch)
+// check_gemm_inputs() validates (each rule once, the op's name a parameter);
+// make_gemm() builds the one GemmProblem the chooser, the CUDA launchers and
+// the CPU kernel all read. Host-only C++, shared by CPU and CUDA.
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <limits>
+
+#include "dtypes.h"
+
+namespace tilelab {
+
+// One operand of C = A @ B as the kernels read it: element (z, mn, k) at
+// data[z * s_batch + mn * s_mn + k * s_k], where mn is m for A and n for B.
+// The layout is named once, here: k-contiguous (s_k == 1: a row-major A, a
+// column-major B such as W.t()) or m/n-contiguous (s_mn == 1). Any other
+// strides were copied into a contiguous tensor first. s_batch is 0 when one
+// matrix serves every batch (a broadcast, e.g. x.expand(B, -1, -1)).
+struct Operand {
+  at::Tensor keep;  // the tensor `data` points into (a contiguous copy where one was needed)
+  const void* data = nullptr;
+  int64_t s_mn = 0, s_k = 0, s_batch = 0;
+  bool k_contiguous = false;
+};
+
+// C[z, m, n] = sum_k A[z, m, k] * B[z, k, n] (+ bias[m, n]), C a fresh
+// contiguous tensor. Sizes are checked below 2^31.
+struct GemmProblem {
+  int64_t M = 0, N = 0, K = 0, batch = 1;
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  Operand a, b;
+  void* c = nullptr;
+  int64_t sc_m = 0, sc_b = 0;           // C is unit-stride along n
+  const void* bias = nullptr;           // optional, read through its strides (0 = broadcast)
+  int64_t sbias_m = 0, sbias_n = 0, sbias_b = 0;
+  // fp32 inputs may run on TF32 tensor cores: torch.get_float32_matmul_precision()
+  // is "high" or "medium", exactly when torch.mm would use TF32.
+  bool allow_tf32 = false;
+};
+
+// ---------------------------------------------------------------- validation
+// `batched`: 3-D operands (tiled_bmm), else 2-D. `bias` may be null.
+inline void check_gemm_inputs(const char* op, const at::Tensor* bias, const at::Tensor& a, const at::Tensor& b,
+                              bool batched) {
+  const int64_t d = batched ? 3 : 2, ka = d - 1, kb = d - 2;  // the K dims of a and b
+  TORCH_CHECK(a.dim() == d && b.dim() == d, "tilelab::", op, ": expected ", d, "-D tensors, got a of shape ",
+              a.sizes(), " and b of shape ", b.sizes());
+  if (batched) {
+    TORCH_CHECK(a.size(0) == b.size(0), "tilelab::", op, ": batch sizes differ: a is ", a.sizes(), " and b is ",
+                b.sizes(), " (expand a size-1 batch explicitly, e.g. b.expand(", a.size(0),
+                ", -1, -1): a stride-0 batch is read in place)");
+  }
+  TORCH_CHECK(a.size(ka) == b.size(kb), "tilelab::", op, ": inner dimensions differ: a is ", a.sizes(), " and b is ",
+              b.sizes(), " (a.size(", ka, ")=", a.size(ka), " must equal b.size(", kb, ")=", b.size(kb), ")");
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "tilelab::", op, ": a and b must have the same dtype, got ",
+              dtype_str(a.scalar_type()), " and ", dtype_str(b.scalar_type()));
+  TORCH_CHECK(is_supported_dtype(a.scalar_type()), "tilelab::", op, ": unsupported dtype ",
+              dtype_str(a.scalar_type()), "; supported: ", kSupportedDtypes);
+  TORCH_CHECK(a.device() == b.device(), "tilelab::", op, ": a is on ", a.device(), " and b is on ", b.device(),
+              "; both operands must be on the same device");
+  TORCH_CHECK(a.layout() == c10::kStrided && b.layout() == c10::kStrided, "tilelab::", op,
+              ": only dense (strided) tensors are supported");
+  constexpr int64_t kMax = std::numeric_limits<int>::max();
+  bool fits = a.size(ka - 1) <= kMax && a.size(ka) <= kMax && b.size(kb + 1) <= kMax;
+  if (batched) fits = fits && a.size(0) <= kMax;
+  TORCH_CHECK(fits, "tilelab::", op, ": each of ", batched ? "batch, " : "", "M, N, K must be below 2^31, got a ",
+              a.sizes(), " and b ", b.sizes());
+  if (bias == nullptr) return;
+  // torch.addmm's rule: the bias broadcasts to (M, N).
+  const int64_t M = a.size(ka - 1), N = b.size(kb + 1);
+  bool ok = bias->dim() <= 2;
+  if (ok && bias->dim() >= 1) ok = bias->size(-1) == N || bias->size(-1) == 1;
+  if (ok && bias->dim() == 2) ok = bias->size(0) == M || bias->size(0) == 1;
+  TORCH_CHECK(ok, "tilelab::", op, ": bias of shape ", bias->sizes(), " does not broadcast to the output's shape [",
+              M, ", ", N, "]");
+  TORCH_CHECK(bias->scalar_type() == a.scalar_type(), "tilelab::", op, ": bias must have the dtype of a and b (",
+              dtype_str(a.scalar_type()), "), got ", dtype_str(bias->scalar_type()));
+  TORCH_CHECK(bias->device() == a.device(), "tilelab::", op, ": bias is on ", bias->device(), " and a is on ",
+              a.device(), "; all operands must be on the same device");
+  TORCH_CHECK(bias->layout() == c10::kStrided, "tilelab::", op, ": only dense (strided) tensors are supported");
+}
+
+// ------------------------------------------------------------------ problem
+// x viewed as (batch, rows, cols): A is (batch, M, K), B (batch, K, N).
+inline Operand make_operand(const at::Tensor& x, bool is_a) {
+  // A dimension of size 1 is never stepped along, so its stride is free: pick
+  // the value that makes the matrix look row-major.
+  int64_t s_batch = x.size(0) == 1 ? 0 : x.stride(0);
+  int64_t s_row = x.size(1) == 1 ? x.size(2) : x.stride(1);
+  int64_t s_col = x.size(2) == 1 ? 1 : x.stride(2);
+  at::Tensor keep = x;
+  if (s_col != 1 && s_row != 1) {  // neither layout: one contiguous copy
+    keep = x.contiguous();
+    s_row = keep.size(2);
+    s_col = 1;
+    s_batch = keep.size(0) == 1 ? 0 : keep.size(1) * keep.size(2);
+  }
+  const bool row_major = s_col == 1;
+  Operand o;
+  o.keep = keep;
+  o.data = keep.data_ptr();
+  o.s_batch = s_batch;
+  if (is_a) {  // rows are m, columns k
+    o.s_mn = s_row, o.s_k = s_col, o.k_contiguous = row_major;
+  } else {     // rows are k, columns n
+    o.s_k = s_row, o.s_mn = s_col, o.k_contiguous = !row_major;
+  }
+  return o;
+}
+
+struct GemmCall {
+  GemmProblem problem;
+  at::Tensor out;
+  at::Tensor bias;  // the bias as an (M, N) view (broadcast dims have stride 0)
+};
+
+// The problem of validated inputs (check_gemm_inputs) and its fresh output.
+inline GemmCall make_gemm(const at::Tensor* bias, const at::Tensor& a, const at::Tensor& b) {
+  const bool batched = a.dim() == 3;
+  const at::Tensor a3 = batched ? a : a.unsqueeze(0), b3 = batched ? b : b.unsqueeze(0);
+  GemmCall call;
+  GemmProblem& p = call.problem;
+  p.batch = a3.size(0);
+  p.M = a3.size(1);
+  p.K = a3.size(2);
+  p.N = b3.size(2);
+  p.dtype = a.scalar_type();
+  p.allow_tf32 = at::globalContext().allowTF32CuBLAS();
+  call.out = batched ? at::empty({p.batch, p.M, p.N}, a.options()) : at::empty({p.M, p.N}, a.options());
+  if (p.batch == 0 || p.M == 0 || p.N == 0) return call;  // nothing to read: leave the operands empty
+  p.a = make_operand(a3, true);
+  p.b = make_operand(b3, false);
+  p.c = call.out.data_ptr();
+  p.sc_m = p.N;
+  p.sc_b = p.M * p.N;
+  if (bias != nullptr) {
+    call.bias = bias->expand({p.M, p.N});
+    p.bias = call.bias.data_ptr();
+    p.sbias_m = call.bias.stride(0);
+    p.sbias_n = call.bias.stride(1);
+  }
+  return call;
+}
+
+// Finishes a problem with nothing to multiply (an empty output, or K = 0: the
+// output is the bias, or zeros); returns false if there is a product to run.
+inline bool finish_without_product(GemmCall& call) {
+  const GemmProblem& p = call.problem;
+  if (p.batch == 0 || p.M == 0 || p.N == 0) return true;
+  if (p.K != 0) return false;
+  if (call.bias.defined()) call.out.copy_(call.bias);
+  else call.out.zero_();
+  return true;
+}
+
+}  // namespace tilelab
