@@ -168,7 +168,8 @@ def main(argv=None) -> int:
     p.add_argument("--graph-max-mnk", type=float, default=1024 ** 3,
                    help="also time CUDA-graph replay (columns 'graph ms', 'cuBLAS graph ms') for shapes "
                         "with M*N*K at most this (default 1024^3; 0 turns it off)")
-    p.add_argument("--out", help="directory for ab.json / ab.csv")
+    p.add_argument("--out", help="directory for NAME.json / NAME.csv")
+    p.add_argument("--name", default="ab", help="base name of the --out files (default: ab)")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
     args.shapes = parse_shapes(args.shapes or (CPU_SHAPES if args.device == "cpu" else DEFAULT_SHAPES))
@@ -192,8 +193,8 @@ def main(argv=None) -> int:
                                  ("cuBLAS ms", "cublas_ms", ".3f")])
     if args.out:
         os.makedirs(args.out, exist_ok=True)
-        common.write_json(os.path.join(args.out, "ab.json"), {"meta": meta, "rows": rows, "oracle": orc})
-        common.write_csv(os.path.join(args.out, "ab.csv"), rows)
+        common.write_json(os.path.join(args.out, f"{args.name}.json"), {"meta": meta, "rows": rows, "oracle": orc})
+        common.write_csv(os.path.join(args.out, f"{args.name}.csv"), rows)
     bad = [r for r in rows if r.get("status") == "CHECK"]
     if bad:
         print(f"\n{len(bad)} row(s) out of tolerance (status CHECK)", file=sys.stderr)

@@ -18,7 +18,18 @@ from typing import Callable, Optional
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import tilelab_torch  # noqa: E402
+try:
+    import tilelab_torch  # noqa: E402
+except ImportError as _err:  # not built: --help still works, any use says why
+    class _NotBuilt:
+        def __init__(self, err):
+            self._err = err
+
+        def __getattr__(self, name):
+            raise ImportError(f"tilelab_torch is not importable ({self._err}); build the extension first "
+                              f"(`python3 setup.py build_ext --inplace`, or BUILD=1 bash benchmarks/run_all.sh)")
+
+    tilelab_torch = _NotBuilt(_err)
 
 DTYPES = {
     "fp32": torch.float32,

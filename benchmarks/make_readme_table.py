@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """Markdown results table from a results folder (the README's numbers come from here).
 
-Reads DIR/ab.json (ab.py --out; DIR/*/ab.json only when DIR has none) and, where present,
-DIR/tile_sweep.json, DIR/ncu.json and DIR/roofline.json (same rule),
-and prints markdown:
+Reads the files benchmarks/run_all.sh writes into a results folder: DIR/ab.json (ab.py
+--kernels all) and, where present, DIR/ab_auto.json (ab.py --kernels auto --name ab_auto),
+DIR/tile_sweep.json, DIR/ncu.json and DIR/roofline.json (each file: DIR/NAME, or
+DIR/*/NAME when DIR has none), and prints markdown:
+  - from ab_auto.json, the headline: the dispatcher's choice per shape (rows) and
+    dtype (columns), ratio to cuBLAS and tilelab's TFLOP/s;
   - per shape and dtype: the fastest verified tilelab kernel, its TFLOP/s,
     cuBLAS (torch.matmul) TFLOP/s, ratio (cuBLAS ms / tilelab ms, > 1 means
     tilelab is faster), and the dispatcher's choice with its own ratio;
@@ -15,8 +18,8 @@ With --readme PATH it replaces the text between the lines
 must exist) instead of only printing.
 
 Examples:
-    python benchmarks/make_readme_table.py benchmarks/results/h200-2026-11-21
-    python benchmarks/make_readme_table.py benchmarks/results/h200-2026-11-21 --readme README.md
+    python benchmarks/make_readme_table.py benchmarks/results/h200
+    python benchmarks/make_readme_table.py benchmarks/results/h200 --readme README.md
 """
 from __future__ import annotations
 
@@ -33,6 +36,14 @@ def find(directory: str, name: str) -> list[str]:
     """DIR/name if it exists (a run_all.sh folder), else DIR/*/name."""
     top = os.path.join(directory, name)
     return [top] if os.path.exists(top) else sorted(glob.glob(os.path.join(directory, "*", name)))
+
+
+DTYPE_ORDER = {"fp32": 0, "tf32": 1, "bf16": 2, "fp16": 3, "fp64": 4}
+DTYPE_HEAD = {"fp32": "fp32 (IEEE)", "tf32": "TF32", "bf16": "bf16", "fp16": "fp16", "fp64": "fp64"}
+
+
+def shape_str(M: int, N: int, K: int) -> str:
+    return f"{M}³" if M == N == K else f"{M}×{N}×{K}"
 
 
 def load(path: str):
@@ -54,8 +65,7 @@ def ab_table(rows: list[dict]) -> list[str]:
         groups.setdefault((r["dtype"], r["M"], r["N"], r["K"]), []).append(r)
     out = ["| dtype | M×N×K | best tilelab kernel | TFLOP/s | cuBLAS TFLOP/s | ratio | dispatcher's choice | "
            "its TFLOP/s | its ratio |", "|---|---|---|---:|---:|---:|---|---:|---:|"]
-    order = {"fp32": 0, "tf32": 1, "bf16": 2, "fp16": 3, "fp64": 4}
-    for key in sorted(groups, key=lambda k: (order.get(k[0], 9), k[1] * k[2] * k[3], k[1:])):
+    for key in sorted(groups, key=lambda k: (DTYPE_ORDER.get(k[0], 9), k[1] * k[2] * k[3], k[1:])):
         g = [r for r in groups[key] if r.get("ms") and r.get("status") == "OK"]
         if not g:
             continue
@@ -68,6 +78,32 @@ def ab_table(rows: list[dict]) -> list[str]:
                    f"{best['cublas_tflops']:.2f} | {best['ratio']:.3f} | "
                    f"{'`' + cname + '`' if cname else '-'} | {fmt(c and c['tflops'], '.2f')} | "
                    f"{fmt(c and c['ratio'], '.3f')} |")
+    return out
+
+
+def auto_table(rows: list[dict]) -> list[str]:
+    """The dispatcher's choice: shapes as rows (in file order), dtypes as columns."""
+    rows = [r for r in rows if str(r["kernel"]).startswith("auto:") and r.get("ms") and r.get("status") == "OK"]
+    if not rows:
+        return []
+    dtypes = sorted({r["dtype"] for r in rows}, key=lambda d: DTYPE_ORDER.get(d, 9))
+    shapes = list(dict.fromkeys((r["M"], r["N"], r["K"]) for r in rows))
+    cell = {(r["dtype"], r["M"], r["N"], r["K"]): r for r in rows}
+    out = ["The dispatcher's choice (`ab_auto.json`): ratio = cuBLAS ms / tilelab ms (> 1: tilelab faster), "
+           "tilelab's TFLOP/s in parentheses.", "",
+           "| shape | " + " | ".join(DTYPE_HEAD.get(d, d) for d in dtypes) + " |",
+           "|---|" + "---:|" * len(dtypes)]
+    for s in shapes:
+        cells = []
+        for d in dtypes:
+            r = cell.get((d,) + s)
+            cells.append("-" if r is None else f"{r['ratio']:.3f} ({r['tflops']:.1f})")
+        out.append(f"| {shape_str(*s)} | " + " | ".join(cells) + " |")
+    picks = []
+    for d in dtypes:
+        names = dict.fromkeys(r["kernel"].replace("auto:", "") for r in rows if r["dtype"] == d)
+        picks.append(f"{DTYPE_HEAD.get(d, d)}: " + ", ".join(f"`{n}`" for n in names))
+    out += ["", "Kernels the dispatcher picked: " + "; ".join(picks) + "."]
     return out
 
 
@@ -102,12 +138,18 @@ def build(directory: str) -> str:
         rows += rows_of(load(p))
     if not rows:
         raise SystemExit(f"{abs_[0]} has no rows")
+    auto_rows = []
+    for p in find(directory, "ab_auto.json"):
+        auto_rows += rows_of(load(p))
     r0 = rows[0]
-    md = [f"Measured on **{r0['device']}**, torch {r0['torch']}, CUDA {r0['cuda']}, {r0.get('date', '')}; "
-          f"fp32 at precision 'highest' (IEEE) against cuBLAS at the same setting; median of "
+    md = [f"Measured on **{r0['device']}**, torch {r0['torch']}, CUDA {r0['cuda']}; "
+          f"fp32 at precision 'highest' (IEEE) and TF32 at 'high', against cuBLAS at the same setting; median of "
           f"`triton.testing.do_bench`; ratio = cuBLAS ms / tilelab ms (> 1: tilelab faster). "
           f"Source: `{os.path.normpath(directory)}` "
           f"(generated by `benchmarks/make_readme_table.py`).", ""]
+    a = auto_table(auto_rows)
+    if a:
+        md += a + ["", "Every kernel of the table (`ab.json`): the fastest one per shape and the dispatcher's choice.", ""]
     md += ab_table(rows)
     h = headlines(directory)
     if h:
@@ -124,7 +166,8 @@ def replace_between(text: str, body: str) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("results", help="results folder (with ab.json, or subfolders holding it)")
+    p.add_argument("results", help="results folder (with ab.json and optionally ab_auto.json, tile_sweep.json, "
+                                   "ncu.json, roofline.json)")
     p.add_argument("--readme", help="replace the text between the results markers in this file")
     p.add_argument("--out", help="also write the table to this file (e.g. DIR/results.md)")
     args = p.parse_args(argv)

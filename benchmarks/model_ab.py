@@ -153,7 +153,8 @@ def main(argv=None) -> int:
     p.add_argument("--tiny", action="store_true", help="CPU-sized model and sweep (smoke test)")
     p.add_argument("--rep-ms", type=int, default=200, help="timing budget per measurement")
     p.add_argument("--profile-top", type=int, default=8, help="rows of the profiler breakdown (0: none)")
-    p.add_argument("--out", help="directory for model_ab.json")
+    p.add_argument("--out", help="directory for model_ab.json (model_ab.partial.json holds the rows done so far "
+                                 "while it runs, and is removed at the end)")
     args = p.parse_args(argv)
     if args.tiny:
         args.layers, args.d_model, args.heads, args.vocab = 2, 64, 4, 512
@@ -247,6 +248,9 @@ def main(argv=None) -> int:
         common.write_json(os.path.join(args.out, "model_ab.json"),
                           {"meta": meta, "rows": rows, "profiles": profiles})
         print(f"\nwrote {os.path.join(args.out, 'model_ab.json')}")
+        partial = os.path.join(args.out, "model_ab.partial.json")
+        if os.path.exists(partial):  # complete: the partial copy is no longer needed
+            os.remove(partial)
     return 0
 
 

@@ -17,7 +17,7 @@ reports which kernel ran. Tabulated per kernel:
 The default set shows the padded kernel vs its unpadded twin (32 and 16 tiles:
 conflict counts and time) and naive vs tiled (global load sectors: tiled about T
 times fewer), plus the largest config of every other family in the table.
-Writes ncu.json / ncu.csv (--out); roofline.py --ncu-json takes ncu.json.
+Writes ncu.json / ncu.csv (--out; --no-csv: the JSON only); roofline.py --ncu-json takes ncu.json.
 
 Needs ncu (PATH, /opt/nvidia/nsight-compute/*/ncu or /usr/local/cuda/bin/ncu,
 or --ncu PATH) with permission to read GPU performance counters; without one it
@@ -213,6 +213,7 @@ def main(argv=None) -> int:
     p.add_argument("--kernel-regex", help="also pass --kernel-name regex:THIS to ncu")
     p.add_argument("--timeout", type=int, default=180, help="seconds per ncu child")
     p.add_argument("--out", help="directory for ncu.json / ncu.csv")
+    p.add_argument("--no-csv", action="store_true", help="write ncu.json only")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
     import torch
@@ -265,8 +266,9 @@ def main(argv=None) -> int:
         os.makedirs(args.out, exist_ok=True)
         common.write_json(os.path.join(args.out, "ncu.json"),
                           {"meta": meta, "rows": rows, "comparisons": comparisons(rows)})
-        common.write_csv(os.path.join(args.out, "ncu.csv"), [{k: v for k, v in r.items() if k != "log"}
-                                                            for r in rows])
+        if not args.no_csv:
+            common.write_csv(os.path.join(args.out, "ncu.csv"), [{k: v for k, v in r.items() if k != "log"}
+                                                                for r in rows])
     if any(r["status"].startswith("SKIP: no permission") for r in rows):
         print("profile_ncu.py: no permission to read GPU performance counters "
               "(see https://developer.nvidia.com/ERR_NVGPUCTRPERM)", file=sys.stderr)

@@ -155,6 +155,7 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=25, help="warm-up per measurement, ms")
     p.add_argument("--rep", type=int, default=100, help="timed repetitions per measurement, ms")
     p.add_argument("--out", help="directory for roofline.json / roofline.csv / roofline.png")
+    p.add_argument("--no-csv", action="store_true", help="write roofline.json and roofline.png only")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
@@ -237,7 +238,8 @@ def main(argv=None) -> int:
     if args.out:
         os.makedirs(args.out, exist_ok=True)
         common.write_json(os.path.join(args.out, "roofline.json"), {"meta": meta, "rows": rows})
-        common.write_csv(os.path.join(args.out, "roofline.csv"), rows)
+        if not args.no_csv:
+            common.write_csv(os.path.join(args.out, "roofline.csv"), rows)
         png = os.path.join(args.out, "roofline.png")
         if plot(rows, ceilings, bw, png, meta):
             print(f"wrote {png}")

@@ -88,6 +88,7 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=25, help="warm-up per measurement, ms")
     p.add_argument("--rep", type=int, default=100, help="timed repetitions per measurement, ms")
     p.add_argument("--out", help="directory for tile_sweep.json / tile_sweep.csv")
+    p.add_argument("--no-csv", action="store_true", help="write tile_sweep.json only")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
@@ -142,7 +143,8 @@ def main(argv=None) -> int:
     if args.out:
         os.makedirs(args.out, exist_ok=True)
         common.write_json(os.path.join(args.out, "tile_sweep.json"), {"meta": meta, "rows": rows, "note": NOTE})
-        common.write_csv(os.path.join(args.out, "tile_sweep.csv"), rows)
+        if not args.no_csv:
+            common.write_csv(os.path.join(args.out, "tile_sweep.csv"), rows)
     return 1 if any(r["status"] == "CHECK" for r in rows) else 0
 
 
