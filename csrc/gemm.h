@@ -8,8 +8,11 @@
 // the CPU kernel all read. Host-only C++, shared by CPU and CUDA.
 #include <ATen/ATen.h>
 
+#include <c10/util/string_view.h>
+
 #include <cstdint>
 #include <limits>
+#include <optional>
 
 #include "dtypes.h"
 
@@ -157,5 +160,24 @@ inline bool finish_without_product(GemmCall& call) {
   else call.out.zero_();
   return true;
 }
+
+// The three ops as entry points of one backend's host path `Gemm`
+// (gemm_cpu, gemm_cuda): what TORCH_LIBRARY_IMPL registers.
+using Variant = std::optional<c10::string_view>;
+using Tile = std::optional<int64_t>;
+template <at::Tensor (*Gemm)(const char*, const at::Tensor*, const at::Tensor&, const at::Tensor&, bool, Variant,
+                             Tile)>
+struct GemmOps {
+  static at::Tensor mm(const at::Tensor& a, const at::Tensor& b, Variant variant, Tile tile) {
+    return Gemm("tiled_mm", nullptr, a, b, false, variant, tile);
+  }
+  static at::Tensor addmm(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b, Variant variant,
+                          Tile tile) {
+    return Gemm("tiled_addmm", &bias, a, b, false, variant, tile);
+  }
+  static at::Tensor bmm(const at::Tensor& a, const at::Tensor& b, Variant variant, Tile tile) {
+    return Gemm("tiled_bmm", nullptr, a, b, true, variant, tile);
+  }
+};
 
 }  // namespace tilelab

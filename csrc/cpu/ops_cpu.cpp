@@ -12,9 +12,6 @@
 namespace tilelab {
 namespace {
 
-using Variant = std::optional<c10::string_view>;
-using Tile = std::optional<int64_t>;
-
 at::Tensor gemm_cpu(const char* op, const at::Tensor* bias, const at::Tensor& a, const at::Tensor& b, bool batched,
                     Variant variant, Tile tile) {
   check_gemm_inputs(op, bias, a, b, batched);
@@ -24,19 +21,6 @@ at::Tensor gemm_cpu(const char* op, const at::Tensor* bias, const at::Tensor& a,
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.scalar_type(), "tilelab_cpu_mm",
                                   [&] { cpu::cpu_mm<scalar_t>(call.problem); });
   return call.out;
-}
-
-at::Tensor tiled_mm_cpu(const at::Tensor& a, const at::Tensor& b, Variant variant, Tile tile) {
-  return gemm_cpu("tiled_mm", nullptr, a, b, false, variant, tile);
-}
-
-at::Tensor tiled_addmm_cpu(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b, Variant variant,
-                           Tile tile) {
-  return gemm_cpu("tiled_addmm", &bias, a, b, false, variant, tile);
-}
-
-at::Tensor tiled_bmm_cpu(const at::Tensor& a, const at::Tensor& b, Variant variant, Tile tile) {
-  return gemm_cpu("tiled_bmm", nullptr, a, b, true, variant, tile);
 }
 
 std::string explain_cpu(const at::Tensor& a, const at::Tensor& b, Variant variant, Tile tile) {
@@ -54,9 +38,10 @@ std::string explain_cpu(const at::Tensor& a, const at::Tensor& b, Variant varian
 }  // namespace
 
 TORCH_LIBRARY_IMPL(tilelab, CPU, m) {
-  m.impl("tiled_mm", &tiled_mm_cpu);
-  m.impl("tiled_addmm", &tiled_addmm_cpu);
-  m.impl("tiled_bmm", &tiled_bmm_cpu);
+  using Ops = GemmOps<gemm_cpu>;
+  m.impl("tiled_mm", &Ops::mm);
+  m.impl("tiled_addmm", &Ops::addmm);
+  m.impl("tiled_bmm", &Ops::bmm);
   m.impl("_explain", &explain_cpu);
 }
 

@@ -383,10 +383,11 @@ __global__ void __launch_bounds__(BlockedShape<BM, BN, BK, TM, TN, kPad, kStages
   for (int i = 0; i < TM; ++i) {
     const int m = m0 + wm0 + (i / 4) * 16 + ly * 4 + i % 4;
     if (m >= p.M || m < m_lo) continue;
+    const OutputRow<float> row = output_row(p, bz, m);
 #pragma unroll
     for (int j = 0; j < TN / 4; ++j)
-      store_quad(p, bz, m, n0 + wn0 + j * 32 + lx * 4, n_lo, acc[i][4 * j], acc[i][4 * j + 1], acc[i][4 * j + 2],
-                 acc[i][4 * j + 3], vec);
+      row.store_quad(n0 + wn0 + j * 32 + lx * 4, n_lo, acc[i][4 * j], acc[i][4 * j + 1], acc[i][4 * j + 2],
+                     acc[i][4 * j + 3], vec);
   }
 }
 

@@ -330,8 +330,9 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
     for (int h = 0; h < 2; ++h) {
       const int m = mrow + 8 * h;
       if (m >= p.M) continue;
+      const OutputRow<T> row = output_row(p, bz, m);
 #pragma unroll
-      for (int j = 0; j < BN / 8; ++j) store_pair(p, bz, m, n0 + 8 * j + 2 * t, d[4 * j + 2 * h], d[4 * j + 2 * h + 1], vec);
+      for (int j = 0; j < BN / 8; ++j) row.store_pair(n0 + 8 * j + 2 * t, d[4 * j + 2 * h], d[4 * j + 2 * h + 1], vec);
     }
   }
 #else

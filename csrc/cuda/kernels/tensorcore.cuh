@@ -394,12 +394,13 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32, tc::min_blocks<kWarpsM
 #pragma unroll
   for (int i = 0; i < MI; ++i)
 #pragma unroll
-    for (int j = 0; j < NI; ++j)
+    for (int h = 0; h < 2; ++h) {
+      const int m = m0 + wm0 + i * 16 + g + h * 8;
+      if (m >= M) continue;
+      const OutputRow<T> row = output_row(p, bz, m);
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int m = m0 + wm0 + i * 16 + g + h * 8;
-        if (m < M) store_pair(p, bz, m, n0 + wn0 + j * 8 + 2 * t, acc[i][j][2 * h], acc[i][j][2 * h + 1], vec);
-      }
+      for (int j = 0; j < NI; ++j) row.store_pair(n0 + wn0 + j * 8 + 2 * t, acc[i][j][2 * h], acc[i][j][2 * h + 1], vec);
+    }
 }
 
 }  // namespace tilelab
