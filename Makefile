@@ -24,9 +24,12 @@ $(SETUP_STAMP): requirements-dev.txt
 	@mkdir -p $(dir $@) && touch $@
 
 build: $(EXT)
+# The .so is stamped with the build's start time, so a source edited while ninja
+# ran is still newer than it and the next make builds again.
 $(EXT): $(SETUP_STAMP) $(SOURCES)
+	@date +%s.%N >build/.build-start
 	$(PYTHON) setup.py -q build_ext --inplace
-	@touch $@
+	@touch -d @$$(cat build/.build-start) $@
 
 # pytest exits 5 when it collected no tests: that is a failure here, not a pass.
 test: build
