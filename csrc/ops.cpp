@@ -1,7 +1,7 @@
 // Every schema of the tilelab library, in one place. Backends register only
 // implementations: csrc/cpu/ops_cpu.cpp (CPU), csrc/cuda/ops_cuda.cpp (CUDA),
-// csrc/autocast.cpp (autocast); the fake (meta) and autograd rules live in
-// tilelab_torch/ops.py.
+// csrc/autograd.cpp (autograd), csrc/autocast.cpp (autocast); the fake (meta)
+// kernels live in tilelab_torch/ops.py.
 #include <Python.h>
 #include <torch/library.h>
 

@@ -166,6 +166,26 @@ def test_backward_matches_torch(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_autograd_records_only_what_needs_it(device):
+    """The C++ autograd rule adds a node only when an input requires grad and grad
+    mode is on; a gradient needed for one operand only saves the other operand."""
+    a = torch.randn(6, 5, device=device)
+    b = torch.randn(5, 4, device=device)
+    assert op(a, b).grad_fn is None
+    ag = a.clone().requires_grad_()
+    with torch.no_grad():
+        assert op(ag, b).grad_fn is None
+    out = op(ag, b)
+    assert out.grad_fn is not None and out.requires_grad
+    (ga,) = torch.autograd.grad(out, ag, torch.ones_like(out))
+    torch.testing.assert_close(ga, torch.ones(6, 4, device=device) @ b.t())
+    bias = torch.randn(4, device=device, requires_grad=True)
+    y = torch.ops.tilelab.tiled_addmm(bias, a, b)
+    (gbias,) = torch.autograd.grad(y, bias, torch.ones_like(y))
+    torch.testing.assert_close(gbias, torch.full((4,), 6.0, device=device))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_torch_compile_fullgraph(device):
     torch._dynamo.reset()
 

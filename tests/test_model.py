@@ -135,6 +135,25 @@ def test_torch_compile_fullgraph(device):
     torch.testing.assert_close(f(x, y, bias, w), ref, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_torch_compile_backward(device):
+    """AOTAutograd traces the C++ autograd rule (forward and backward) of all three ops."""
+    torch._dynamo.reset()
+
+    def f(x, y, bias, w):
+        h = torch.ops.tilelab.tiled_bmm(x, y)
+        return torch.ops.tilelab.tiled_addmm(bias, torch.ops.tilelab.tiled_mm(h.reshape(-1, 8), w), w.t()).sum()
+
+    inputs = [torch.randn(3, 11, 6, device=device), torch.randn(3, 6, 8, device=device),
+              torch.randn(8, device=device), torch.randn(8, 8, device=device)]
+    eager = [t.clone().requires_grad_() for t in inputs]
+    compiled = [t.clone().requires_grad_() for t in inputs]
+    f(*eager).backward()
+    torch.compile(f, fullgraph=True)(*compiled).backward()
+    for e, c in zip(eager, compiled):
+        torch.testing.assert_close(c.grad, e.grad, rtol=1e-4, atol=1e-4)
+
+
 # ---------------------------------------------------------------- nn helpers
 class Block(nn.Module):
     def __init__(self, d=16):

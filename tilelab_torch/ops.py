@@ -1,8 +1,8 @@
-"""Typed wrappers, fake (meta) kernels and autograd rules for torch.ops.tilelab.
+"""Typed wrappers and fake (meta) kernels for torch.ops.tilelab.
 
 The CPU/CUDA kernels are registered by the extension (csrc/cpu/ops_cpu.cpp,
-csrc/cuda/ops_cuda.cpp), the autocast rules (cast as for torch.mm) by
-csrc/autocast.cpp.
+csrc/cuda/ops_cuda.cpp), the autograd rules by csrc/autograd.cpp, the autocast
+rules (cast as for torch.mm) by csrc/autocast.cpp.
 """
 from __future__ import annotations
 
@@ -138,42 +138,8 @@ def _tiled_addmm_fake(bias: Tensor, a: Tensor, b: Tensor, *, variant: Optional[s
     return a.new_empty((M, N))
 
 
-# -------------------------------------------------------------------- autograd
-# Backward calls the ops on transposed views (column-major per matrix: read in
-# place, no copies) and saves only the operand the other gradient needs.
-def _setup_context(ctx, inputs, keyword_only_inputs, output) -> None:
-    *bias, a, b = inputs
-    ctx.variant = keyword_only_inputs.get("variant")
-    ctx.tile = keyword_only_inputs.get("tile")
-    ctx.bias_shape = bias[0].shape if bias else None
-    off = len(bias)
-    ctx.save_for_backward(a if ctx.needs_input_grad[off + 1] else None, b if ctx.needs_input_grad[off] else None)
-
-
-def _product_grads(ctx, grad: Tensor, off: int):
-    a, b = ctx.saved_tensors
-    kw = {"variant": ctx.variant, "tile": ctx.tile}
-    mm = torch.ops.tilelab.tiled_bmm.default if grad.dim() == 3 else torch.ops.tilelab.tiled_mm.default
-    grad_a = mm(grad, b.transpose(-1, -2), **kw) if ctx.needs_input_grad[off] else None
-    grad_b = mm(a.transpose(-1, -2), grad, **kw) if ctx.needs_input_grad[off + 1] else None
-    return grad_a, grad_b
-
-
-def _mm_backward(ctx, grad: Tensor):
-    return _product_grads(ctx, grad, 0)
-
-
-def _addmm_backward(ctx, grad: Tensor):
-    grad_bias = None
-    if ctx.needs_input_grad[0]:
-        # The bias was broadcast to (M, N): its gradient sums over the broadcast dims.
-        grad_bias = grad.sum_to_size(ctx.bias_shape) if len(ctx.bias_shape) else grad.sum()
-    return (grad_bias, *_product_grads(ctx, grad, 1))
-
-
-torch.library.register_autograd("tilelab::tiled_mm", _mm_backward, setup_context=_setup_context)
-torch.library.register_autograd("tilelab::tiled_bmm", _mm_backward, setup_context=_setup_context)
-torch.library.register_autograd("tilelab::tiled_addmm", _addmm_backward, setup_context=_setup_context)
+# Autograd is registered in C++ (csrc/autograd.cpp, the Autograd dispatch key):
+# a Python rule would run Python on every call.
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,10 @@ The GPU work of a --size x --size product is negligible, so the wall time per ea
 (--calls back-to-back calls, then one synchronize) is Python dispatch + the op's host code
 + the launch. Rows: torch.mm, torch.ops.tilelab.tiled_mm (dispatcher's choice),
 tilelab_torch.tiled_mm (the typed wrapper), F.linear vs torch.ops.tilelab.tiled_addmm,
-torch.mm vs tiled_mm on an input that requires grad (the autograd registration's cost),
-and tiled_mm with variant=NAME for every config of the selected families that runs here.
+the same on inputs that require grad (forward only, and forward + backward: the
+autograd registration's cost), torch.bmm vs tiled_bmm, a Python torch.autograd.Function
+around tiled_mm (the candidate between today's C++ rule and a Python one), and tiled_mm
+with variant=NAME for every config of the selected families that runs here.
 Prints microseconds per call.
 
     python3 benchmarks/tools/dispatch_overhead.py
@@ -25,6 +27,22 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, ROOT)
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "fp64": torch.float64}
+
+
+class PythonFunctionMM(torch.autograd.Function):
+    """tiled_mm under a Python autograd.Function: a candidate autograd rule, for comparison."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a if b.requires_grad else None, b if a.requires_grad else None)
+        return torch.ops.tilelab.tiled_mm(a, b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        ga = torch.ops.tilelab.tiled_mm(grad, b.t()) if ctx.needs_input_grad[0] else None
+        gb = torch.ops.tilelab.tiled_mm(a.t(), grad) if ctx.needs_input_grad[1] else None
+        return ga, gb
 
 
 def per_call_us(fn, calls: int) -> float:
@@ -65,14 +83,27 @@ def main(argv=None) -> int:
         w = torch.randn(n, n, device="cuda", dtype=dtype)
         bias = torch.randn(n, device="cuda", dtype=dtype)
         ag = a.clone().requires_grad_()
+        wg = w.clone().requires_grad_()
+        biasg = bias.clone().requires_grad_()
+        g = torch.randn(n, n, device="cuda", dtype=dtype)
+        a3, b3 = a.expand(4, n, n).contiguous(), b.expand(4, n, n).contiguous()
+        F = torch.nn.functional
         rows = {
             "torch.mm": lambda: torch.mm(a, b),
             "torch.ops.tilelab.tiled_mm (auto)": lambda: torch.ops.tilelab.tiled_mm(a, b),
             "tilelab_torch.tiled_mm (auto)": lambda: tilelab_torch.tiled_mm(a, b),
-            "F.linear": lambda: torch.nn.functional.linear(a, w, bias),
+            "torch.bmm (4 x)": lambda: torch.bmm(a3, b3),
+            "torch.ops.tilelab.tiled_bmm (4 x)": lambda: torch.ops.tilelab.tiled_bmm(a3, b3),
+            "F.linear": lambda: F.linear(a, w, bias),
             "torch.ops.tilelab.tiled_addmm": lambda: torch.ops.tilelab.tiled_addmm(bias, a, w.t()),
             "torch.mm, requires_grad": lambda: torch.mm(ag, b),
             "torch.ops.tilelab.tiled_mm, requires_grad": lambda: torch.ops.tilelab.tiled_mm(ag, b),
+            "Python autograd.Function(tiled_mm), requires_grad": lambda: PythonFunctionMM.apply(ag, b),
+            "F.linear, requires_grad": lambda: F.linear(ag, wg, biasg),
+            "torch.ops.tilelab.tiled_addmm, requires_grad": lambda: torch.ops.tilelab.tiled_addmm(biasg, ag, wg.t()),
+            "torch.mm, forward + backward": lambda: torch.mm(ag, b).backward(g),
+            "torch.ops.tilelab.tiled_mm, forward + backward": lambda: torch.ops.tilelab.tiled_mm(ag, b).backward(g),
+            "Python autograd.Function(tiled_mm), forward + backward": lambda: PythonFunctionMM.apply(ag, b).backward(g),
         }
         for k in table:
             if k.family not in fams or k.tf32 or dtype not in k.dtypes:
