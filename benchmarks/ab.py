@@ -8,6 +8,11 @@ tilelab is faster), % of the device's peak, and the relative error of both
 against a float64 reference. With --kernels all it also names the fastest
 tilelab kernel per shape ("oracle") beside the dispatcher's choice.
 
+--op picks the operation: mm (tiled_mm vs torch.matmul), addmm (tiled_addmm vs
+torch.addmm, a bias of shape (N,)) or linear (y = x @ W.t() + b with W of shape
+(N, K), row-major as nn.Linear stores it: tiled_addmm(b, x, W.t()) vs F.linear).
+Rows carry an `op` key.
+
 For small shapes (M*N*K <= --graph-max-mnk) it also times CUDA-graph replay of
 both sides (columns 'graph ms' / 'cuBLAS graph ms', JSON keys graph_ms /
 cublas_graph_ms), so launch overhead is visible and separate.
@@ -18,6 +23,7 @@ Examples:
     python benchmarks/ab.py                                  # dispatcher's choice, default sweep
     python benchmarks/ab.py --kernels all --dtypes fp32 --out out/ab
     python benchmarks/ab.py --shapes 4096x4096x4096,1000x1000x1000 --kernels tiled_32x32x32 padded_32x32x32
+    python benchmarks/ab.py --op linear --shapes 12608x2304x768 --dtypes bf16   # ViT-B qkv with bias
 """
 from __future__ import annotations
 
@@ -27,6 +33,7 @@ import sys
 import time
 
 import torch
+import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
@@ -69,6 +76,20 @@ def candidate_kernels(which: list[str], device: str, dtype: torch.dtype) -> list
     return [None if w == "auto" else w for w in which if w == "auto" or w in names]
 
 
+def operands(op: str, M: int, N: int, K: int, dtype, device: str):
+    """(a, b, bias, baseline) of one op: tilelab computes a @ b (+ bias), baseline is torch's call."""
+    a = torch.randn(M, K, device=device, dtype=dtype)
+    if op == "linear":
+        w = torch.randn(N, K, device=device, dtype=dtype)  # nn.Linear's weight: (out, in), row-major
+        bias = torch.randn(N, device=device, dtype=dtype)
+        return a, w.t(), bias, lambda: F.linear(a, w, bias)
+    b = torch.randn(K, N, device=device, dtype=dtype)
+    if op == "addmm":
+        bias = torch.randn(N, device=device, dtype=dtype)
+        return a, b, bias, lambda: torch.addmm(bias, a, b)
+    return a, b, None, lambda: torch.matmul(a, b)
+
+
 def run(args) -> list[dict]:
     device = args.device
     rows = []
@@ -79,19 +100,22 @@ def run(args) -> list[dict]:
         peak = common.peak_tflops(meta["device"], dkey) if device != "cpu" else None
         dtype = common.DTYPES[dkey]
         torch.manual_seed(0)
-        a = torch.randn(M, K, device=device, dtype=dtype)
-        b = torch.randn(K, N, device=device, dtype=dtype)
+        a, b, bias, baseline = operands(args.op, M, N, K, dtype, device)
         ref = a.double() @ b.double()
-        cublas_ms = common.bench(lambda: torch.matmul(a, b), device, args.warmup, args.rep)
-        cublas_err = common.rel_err(torch.matmul(a, b), ref)
+        if bias is not None:
+            ref += bias.double()
+        cublas_ms = common.bench(baseline, device, args.warmup, args.rep)
+        cublas_err = common.rel_err(baseline(), ref)
         graph = device.startswith("cuda") and M * N * K <= args.graph_max_mnk
-        cublas_graph_ms = common.bench_graph(lambda: torch.matmul(a, b), args.rep) if graph else None
+        cublas_graph_ms = common.bench_graph(baseline, args.rep) if graph else None
         chosen = tilelab_torch.explain(a, b).kernel
         for name in candidate_kernels(args.kernels, device, dtype):
             kname = f"auto:{chosen}" if name is None else name
-            fn = (lambda: tilelab_torch.tiled_mm(a, b)) if name is None else (
-                lambda n=name: tilelab_torch.tiled_mm(a, b, variant=n))
-            row = dict(meta, dtype=dkey, M=M, N=N, K=K, kernel=kname,
+            if bias is None:
+                fn = lambda n=name: tilelab_torch.tiled_mm(a, b, variant=n)  # noqa: E731
+            else:
+                fn = lambda n=name: tilelab_torch.tiled_addmm(bias, a, b, variant=n)  # noqa: E731
+            row = dict(meta, op=args.op, dtype=dkey, M=M, N=N, K=K, kernel=kname,
                        chosen=(name is None or name == chosen),
                        cublas_ms=cublas_ms, cublas_tflops=common.tflops(M, N, K, cublas_ms),
                        cublas_rel_err=cublas_err)
@@ -118,7 +142,7 @@ def run(args) -> list[dict]:
                        pct_peak=(100 * common.tflops(M, N, K, ms) / peak) if peak else None,
                        status=common.status(row["rel_err"], dkey))
             rows.append(row)
-        del a, b, ref
+        del a, b, bias, baseline, ref
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
     return rows
@@ -144,7 +168,7 @@ def oracle_rows(rows: list[dict]) -> list[dict]:
 
 
 COLUMNS = [
-    ("dtype", "dtype", ""), ("M", "M", ""), ("N", "N", ""), ("K", "K", ""), ("kernel", "kernel", ""),
+    ("op", "op", ""), ("dtype", "dtype", ""), ("M", "M", ""), ("N", "N", ""), ("K", "K", ""), ("kernel", "kernel", ""),
     ("ms", "ms", ".3f"), ("TFLOP/s", "tflops", ".2f"), ("cuBLAS ms", "cublas_ms", ".3f"),
     ("cuBLAS TFLOP/s", "cublas_tflops", ".2f"), ("ratio", "ratio", ".3f"), ("%peak", "pct_peak", ".1f"),
     ("graph ms", "graph_ms", ".4f"), ("cuBLAS graph ms", "cublas_graph_ms", ".4f"),
@@ -161,6 +185,9 @@ def main(argv=None) -> int:
     p.add_argument("--kernels", nargs="+", default=["auto"],
                    help="'auto' (the dispatcher's choice), 'all' (every config of the table), "
                         "or config names / variants")
+    p.add_argument("--op", choices=("mm", "addmm", "linear"), default="mm",
+                   help="mm: tiled_mm vs torch.matmul; addmm: tiled_addmm vs torch.addmm (bias (N,)); "
+                        "linear: tiled_addmm(b, x, W.t()) vs F.linear(x, W, b), W (N, K) row-major")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--warmup", type=int, default=25, help="warm-up per measurement, ms")
     p.add_argument("--rep", type=int, default=100, help="timed repetitions per measurement, ms")

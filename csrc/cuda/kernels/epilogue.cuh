@@ -6,7 +6,7 @@
 //   store_pair    two adjacent columns (mma.sync and wgmma fragments: rows g
 //                 and g + 8, columns 2t and 2t + 1), one 32-/64-bit store;
 //   store_quad    four adjacent columns (the blocked SIMT tile), one float4.
-// A vector store needs no bias and C rows aligned to the vector: vector_ok().
+// A vector store needs C rows aligned to the vector: vector_ok().
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -42,6 +42,8 @@ struct OutputRow {
   // Columns n and n + 1 (those < N); `vec`: vector_ok<2>(p), one 32-/64-bit store.
   __device__ __forceinline__ void store_pair(int n, float x, float y, bool vec) const {
     if (vec && n + 1 < N) {
+      x = value(n, x);
+      y = value(n + 1, y);
       if constexpr (std::is_same_v<T, float>) {
         *reinterpret_cast<float2*>(c + n) = make_float2(x, y);
       } else if constexpr (std::is_same_v<T, c10::BFloat16>) {
@@ -61,7 +63,8 @@ struct OutputRow {
   __device__ __forceinline__ void store_quad(int n, int n_lo, float v0, float v1, float v2, float v3,
                                              bool vec) const {
     if (vec) {
-      if (n < N && n >= n_lo) *reinterpret_cast<float4*>(c + n) = make_float4(v0, v1, v2, v3);
+      if (n < N && n >= n_lo)
+        *reinterpret_cast<float4*>(c + n) = make_float4(value(n, v0), value(n + 1, v1), value(n + 2, v2), value(n + 3, v3));
     } else {
       if (n < N && n >= n_lo) store(n, v0);
       if (n + 1 < N && n + 1 >= n_lo) store(n + 1, v1);
@@ -85,11 +88,12 @@ __device__ __forceinline__ void store_output(const GemmArgs<T>& p, int bz, int m
   output_row(p, bz, m).store(n, acc);
 }
 
-// Whether kVec adjacent outputs may go out as one store: no bias, and every row
-// (and batch) of C starts on a multiple of kVec elements.
+// Whether kVec adjacent outputs may go out as one store: every row (and batch)
+// of C starts on a multiple of kVec elements. (The bias is added per element
+// before the store, so it does not stop a vector store.)
 template <int kVec, typename T>
 __device__ __forceinline__ bool vector_ok(const GemmArgs<T>& p) {
-  return p.bias == nullptr && p.sc_m % kVec == 0 && p.sc_b % kVec == 0 &&
+  return p.sc_m % kVec == 0 && p.sc_b % kVec == 0 &&
          reinterpret_cast<uintptr_t>(p.c) % (kVec * sizeof(T)) == 0;
 }
 
