@@ -52,6 +52,30 @@ inline void align_operand(GemmProblem& p, Operand& o, bool is_a) {
   o.s_batch = broadcast ? 0 : rows * ld_pad;
 }
 
+// Operand `o` of p (A if is_a), k-contiguous, copied into an m/n-contiguous
+// buffer with 16-byte-aligned rows ([batch][K][m or n, rounded up]): one
+// bandwidth-bound pass (torch's copy_ of the transposed view), for a family
+// whose m/n-contiguous path is the faster one.
+inline void mn_contiguous_copy(GemmProblem& p, Operand& o, bool is_a) {
+  const size_t esz = c10::elementSize(p.dtype);
+  const int64_t mn = is_a ? p.M : p.N;
+  const bool broadcast = p.batch > 1 && o.s_batch == 0;
+  const int64_t batch = broadcast ? 1 : p.batch;
+  const int64_t vec = 16 / static_cast<int64_t>(esz);
+  const int64_t ld_pad = (mn + vec - 1) / vec * vec;
+  const auto opts = at::TensorOptions().dtype(p.dtype).device(at::kCUDA, c10::cuda::current_device());
+  const at::Tensor src = at::from_blob(const_cast<void*>(o.data), {batch, mn, p.K},
+                                       {batch == 1 ? mn * o.s_mn : o.s_batch, o.s_mn, 1}, opts);
+  at::Tensor dst = at::empty({batch, p.K, ld_pad}, opts);
+  dst.narrow(2, 0, mn).copy_(src.transpose(1, 2));
+  o.keep = dst;
+  o.data = dst.data_ptr();
+  o.s_k = ld_pad;
+  o.s_mn = 1;
+  o.s_batch = broadcast ? 0 : p.K * ld_pad;
+  o.k_contiguous = false;
+}
+
 // Both operands of p in aligned rows.
 inline void align_operand_rows(GemmProblem& p) {
   align_operand(p, p.a, true);

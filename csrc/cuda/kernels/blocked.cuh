@@ -379,11 +379,21 @@ __global__ void __launch_bounds__(BlockedShape<BM, BN, BK, TM, TN, kPad, kStages
   // vector_ok (uniform branch). vec implies N % 4 == 0, so a shift
   // n_lo - n0 = n_lo - (N - BN) is a multiple of 4 and no float4 straddles n_lo.
   const bool vec = p.N % 4 == 0 && vector_ok<4>(p);
+  GemmArgs<float> out = p;
+  if (column_bias(p)) {  // columns n0 + wn0 + 32j + 4lx + jj of every row
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+      const float bj = column_bias_at(p, bz, n0 + wn0 + (j / 4) * 32 + lx * 4 + j % 4);
+#pragma unroll
+      for (int i = 0; i < TM; ++i) acc[i][j] += bj;
+    }
+    out.bias = nullptr;
+  }
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
     const int m = m0 + wm0 + (i / 4) * 16 + ly * 4 + i % 4;
     if (m >= p.M || m < m_lo) continue;
-    const OutputRow<float> row = output_row(p, bz, m);
+    const OutputRow<float> row = output_row(out, bz, m);
 #pragma unroll
     for (int j = 0; j < TN / 4; ++j)
       row.store_quad(n0 + wn0 + j * 32 + lx * 4, n_lo, acc[i][4 * j], acc[i][4 * j + 1], acc[i][4 * j + 2],

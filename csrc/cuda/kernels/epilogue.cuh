@@ -88,6 +88,20 @@ __device__ __forceinline__ void store_output(const GemmArgs<T>& p, int bz, int m
   output_row(p, bz, m).store(n, acc);
 }
 
+// A bias that is the same for every row (stride 0 along m: addmm's and
+// F.linear's (N,) bias): a kernel loads it once per column it holds and adds
+// it to the accumulators of all its rows (then stores with the bias cleared),
+// instead of loading it once per output. column_bias() is a uniform branch.
+template <typename T>
+__device__ __forceinline__ bool column_bias(const GemmArgs<T>& p) {
+  return p.bias != nullptr && p.sbias_m == 0;
+}
+// The column bias at column n of batch bz (0 past N).
+template <typename T>
+__device__ __forceinline__ float column_bias_at(const GemmArgs<T>& p, int bz, int n) {
+  return n < p.N ? static_cast<float>(p.bias[bz * p.sbias_b + n * p.sbias_n]) : 0.0f;
+}
+
 // Whether kVec adjacent outputs may go out as one store: every row (and batch)
 // of C starts on a multiple of kVec elements. (The bias is added per element
 // before the store, so it does not stop a vector store.)

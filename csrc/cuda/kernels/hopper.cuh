@@ -326,11 +326,21 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
     const int g = lane / 4, t = lane % 4;
     const int mrow = m0 + c * 64 + warp * 16 + g;
     const bool vec = vector_ok<2>(p);
+    GemmArgs<T> out = p;
+    if (column_bias(p)) {  // columns 8j+2t, 8j+2t+1 of both rows
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        const int n = n0 + 8 * j + 2 * t;
+        const float b0 = column_bias_at(p, bz, n), b1 = column_bias_at(p, bz, n + 1);
+        d[4 * j] += b0, d[4 * j + 1] += b1, d[4 * j + 2] += b0, d[4 * j + 3] += b1;
+      }
+      out.bias = nullptr;
+    }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int m = mrow + 8 * h;
       if (m >= p.M) continue;
-      const OutputRow<T> row = output_row(p, bz, m);
+      const OutputRow<T> row = output_row(out, bz, m);
 #pragma unroll
       for (int j = 0; j < BN / 8; ++j) row.store_pair(n0 + 8 * j + 2 * t, d[4 * j + 2 * h], d[4 * j + 2 * h + 1], vec);
     }

@@ -391,13 +391,24 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32, tc::min_blocks<kWarpsM
 
   // Epilogue. Fragment (i, j) holds C rows g and g+8, columns 2t and 2t+1.
   const bool vec = vector_ok<2>(p);
+  GemmArgs<T> out = p;
+  if (column_bias(p)) {  // columns 8j+2t, 8j+2t+1 of every row
+#pragma unroll
+    for (int j = 0; j < NI; ++j) {
+      const int n = n0 + wn0 + j * 8 + 2 * t;
+      const float b0 = column_bias_at(p, bz, n), b1 = column_bias_at(p, bz, n + 1);
+#pragma unroll
+      for (int i = 0; i < MI; ++i) acc[i][j][0] += b0, acc[i][j][1] += b1, acc[i][j][2] += b0, acc[i][j][3] += b1;
+    }
+    out.bias = nullptr;
+  }
 #pragma unroll
   for (int i = 0; i < MI; ++i)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int m = m0 + wm0 + i * 16 + g + h * 8;
       if (m >= M) continue;
-      const OutputRow<T> row = output_row(p, bz, m);
+      const OutputRow<T> row = output_row(out, bz, m);
 #pragma unroll
       for (int j = 0; j < NI; ++j) row.store_pair(n0 + wn0 + j * 8 + 2 * t, acc[i][j][2 * h], acc[i][j][2 * h + 1], vec);
     }
