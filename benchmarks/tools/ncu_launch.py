@@ -28,6 +28,8 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sanitize import operand  # noqa: E402  (the same operand views as the sanitizer's)
 
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16,
           "fp64": torch.float64}
@@ -39,15 +41,6 @@ def parse_shape(text: str) -> tuple[int, int, int]:
     if len(dims) != 3:
         raise argparse.ArgumentTypeError(f"bad shape {text!r}: expected MxNxK")
     return dims[0], dims[1], dims[2]
-
-
-def make(rows: int, cols: int, major: str, misaligned: bool, dtype, gen) -> torch.Tensor:
-    e = 1 if misaligned else 0
-    if major == "r":
-        x = torch.randn(rows + e, cols + e, generator=gen).to(dtype).cuda()
-    else:
-        x = torch.randn(cols + e, rows + e, generator=gen).to(dtype).cuda().t()
-    return x[e:, e:]
 
 
 def main(argv=None) -> int:
@@ -83,8 +76,9 @@ def main(argv=None) -> int:
     torch.set_float32_matmul_precision("high" if dkey == "tf32" else "highest")
     M, N, K = args.shape
     gen = torch.Generator().manual_seed(0)
-    a = make(M, K, args.layout[0], args.misaligned, dtype, gen)
-    b = make(K, N, args.layout[1], args.misaligned, dtype, gen)
+    layout = {"r": "row", "c": "col"}
+    a = operand(M, K, layout[args.layout[0]], args.misaligned, dtype, gen)
+    b = operand(K, N, layout[args.layout[1]], args.misaligned, dtype, gen)
     variant = None if args.kernel == "auto" else args.kernel
     try:
         ex = tilelab_torch.explain(a, b, variant=variant)
