@@ -10,8 +10,9 @@ tilelab kernel per shape ("oracle") beside the dispatcher's choice.
 
 --op picks the operation: mm (tiled_mm vs torch.matmul), addmm (tiled_addmm vs
 torch.addmm, a bias of shape (N,)) or linear (y = x @ W.t() + b with W of shape
-(N, K), row-major as nn.Linear stores it: tiled_addmm(b, x, W.t()) vs F.linear).
-Rows carry an `op` key.
+(N, K), row-major as nn.Linear stores it: tiled_addmm(b, x, W.t()) vs F.linear) or
+bmm (tiled_bmm vs torch.bmm, shapes written BxMxNxK). Rows carry an `op` key, and
+`B` for bmm.
 
 For small shapes (M*N*K <= --graph-max-mnk) it also times CUDA-graph replay of
 both sides (columns 'graph ms' / 'cuBLAS graph ms', JSON keys graph_ms /
@@ -50,12 +51,15 @@ DEFAULT_SHAPES = (
 CPU_SHAPES = "128x128x128,256x256x256,512x512x512,1000x1000x1000,333x777x555,8x1024x1024"
 
 
-def parse_shapes(text: str) -> list[tuple[int, int, int]]:
+def parse_shapes(text: str, batched: bool = False) -> list[tuple[int, int, int, int]]:
+    """MxNxK (batch 1) or, for --op bmm, BxMxNxK: (B, M, N, K) tuples."""
     shapes = []
     for part in text.split(","):
         dims = [int(x) for x in part.lower().replace("×", "x").split("x")]
-        if len(dims) != 3:
-            raise SystemExit(f"bad shape {part!r}: expected MxNxK")
+        if len(dims) == 3:
+            dims = [1] + dims
+        if len(dims) != 4 or (dims[0] != 1 and not batched):
+            raise SystemExit(f"bad shape {part!r}: expected MxNxK" + (" or BxMxNxK" if batched else ""))
         shapes.append(tuple(dims))
     return shapes
 
@@ -76,8 +80,12 @@ def candidate_kernels(which: list[str], device: str, dtype: torch.dtype) -> list
     return [None if w == "auto" else w for w in which if w == "auto" or w in names]
 
 
-def operands(op: str, M: int, N: int, K: int, dtype, device: str):
+def operands(op: str, B: int, M: int, N: int, K: int, dtype, device: str):
     """(a, b, bias, baseline) of one op: tilelab computes a @ b (+ bias), baseline is torch's call."""
+    if op == "bmm":
+        a = torch.randn(B, M, K, device=device, dtype=dtype)
+        b = torch.randn(B, K, N, device=device, dtype=dtype)
+        return a, b, None, lambda: torch.bmm(a, b)
     a = torch.randn(M, K, device=device, dtype=dtype)
     if op == "linear":
         w = torch.randn(N, K, device=device, dtype=dtype)  # nn.Linear's weight: (out, in), row-major
@@ -94,30 +102,32 @@ def run(args) -> list[dict]:
     device = args.device
     rows = []
     cases = [(s, d) for d in args.dtypes for s in args.shapes]
-    for (M, N, K), dkey in common.progress(cases, len(cases), "ab", not args.no_progress):
+    for (B, M, N, K), dkey in common.progress(cases, len(cases), "ab", not args.no_progress):
         precision = common.set_precision(dkey)
         meta = common.metadata(device, precision)
         peak = common.peak_tflops(meta["device"], dkey) if device != "cpu" else None
         dtype = common.DTYPES[dkey]
         torch.manual_seed(0)
-        a, b, bias, baseline = operands(args.op, M, N, K, dtype, device)
+        a, b, bias, baseline = operands(args.op, B, M, N, K, dtype, device)
         ref = a.double() @ b.double()
         if bias is not None:
             ref += bias.double()
         cublas_ms = common.bench(baseline, device, args.warmup, args.rep)
         cublas_err = common.rel_err(baseline(), ref)
-        graph = device.startswith("cuda") and M * N * K <= args.graph_max_mnk
+        graph = device.startswith("cuda") and B * M * N * K <= args.graph_max_mnk
         cublas_graph_ms = common.bench_graph(baseline, args.rep) if graph else None
         chosen = tilelab_torch.explain(a, b).kernel
         for name in candidate_kernels(args.kernels, device, dtype):
             kname = f"auto:{chosen}" if name is None else name
-            if bias is None:
+            if args.op == "bmm":
+                fn = lambda n=name: tilelab_torch.tiled_bmm(a, b, variant=n)  # noqa: E731
+            elif bias is None:
                 fn = lambda n=name: tilelab_torch.tiled_mm(a, b, variant=n)  # noqa: E731
             else:
                 fn = lambda n=name: tilelab_torch.tiled_addmm(bias, a, b, variant=n)  # noqa: E731
-            row = dict(meta, op=args.op, dtype=dkey, M=M, N=N, K=K, kernel=kname,
-                       chosen=(name is None or name == chosen),
-                       cublas_ms=cublas_ms, cublas_tflops=common.tflops(M, N, K, cublas_ms),
+            row = dict(meta, op=args.op, **({"B": B} if args.op == "bmm" else {}), dtype=dkey, M=M, N=N, K=K,
+                       kernel=kname, chosen=(name is None or name == chosen),
+                       cublas_ms=cublas_ms, cublas_tflops=common.tflops(B * M, N, K, cublas_ms),
                        cublas_rel_err=cublas_err)
             try:
                 t0 = time.perf_counter()
@@ -138,8 +148,8 @@ def run(args) -> list[dict]:
                 # CUDA-graph replay: the same kernels with the CPU launch path removed, so a
                 # small shape's launch overhead is visible as ms - graph_ms.
                 row.update(graph_ms=common.bench_graph(fn, args.rep), cublas_graph_ms=cublas_graph_ms)
-            row.update(ms=ms, tflops=common.tflops(M, N, K, ms), ratio=cublas_ms / ms,
-                       pct_peak=(100 * common.tflops(M, N, K, ms) / peak) if peak else None,
+            row.update(ms=ms, tflops=common.tflops(B * M, N, K, ms), ratio=cublas_ms / ms,
+                       pct_peak=(100 * common.tflops(B * M, N, K, ms) / peak) if peak else None,
                        status=common.status(row["rel_err"], dkey))
             rows.append(row)
         del a, b, bias, baseline, ref
@@ -151,15 +161,18 @@ def run(args) -> list[dict]:
 def oracle_rows(rows: list[dict]) -> list[dict]:
     """Per (shape, dtype): the fastest verified tilelab kernel vs the dispatcher's choice."""
     out = []
-    keys = sorted({(r["dtype"], r["M"], r["N"], r["K"]) for r in rows}, key=lambda k: (k[0], k[1] * k[2] * k[3]))
+    def key_of(r):
+        return r["dtype"], r.get("B", 1), r["M"], r["N"], r["K"]
+
+    keys = sorted({key_of(r) for r in rows}, key=lambda k: (k[0], k[1] * k[2] * k[3] * k[4]))
     for key in keys:
-        group = [r for r in rows if (r["dtype"], r["M"], r["N"], r["K"]) == key and r.get("ms") and r["status"] == "OK"]
+        group = [r for r in rows if key_of(r) == key and r.get("ms") and r["status"] == "OK"]
         if not group:
             continue
         best = min(group, key=lambda r: r["ms"])
         chosen = [r for r in group if r["chosen"]]
         ch = min(chosen, key=lambda r: r["ms"]) if chosen else None
-        out.append(dict(dtype=key[0], shape=f"{key[1]}x{key[2]}x{key[3]}", oracle=best["kernel"].replace("auto:", ""),
+        out.append(dict(dtype=key[0], shape=(f"{key[1]}x" if key[1] > 1 else "") + f"{key[2]}x{key[3]}x{key[4]}", oracle=best["kernel"].replace("auto:", ""),
                         oracle_ms=best["ms"], chosen=ch["kernel"].replace("auto:", "") if ch else None,
                         chosen_ms=ch["ms"] if ch else None,
                         chosen_vs_oracle=(best["ms"] / ch["ms"]) if ch else None,
@@ -168,7 +181,7 @@ def oracle_rows(rows: list[dict]) -> list[dict]:
 
 
 COLUMNS = [
-    ("op", "op", ""), ("dtype", "dtype", ""), ("M", "M", ""), ("N", "N", ""), ("K", "K", ""), ("kernel", "kernel", ""),
+    ("op", "op", ""), ("dtype", "dtype", ""), ("B", "B", ""), ("M", "M", ""), ("N", "N", ""), ("K", "K", ""), ("kernel", "kernel", ""),
     ("ms", "ms", ".3f"), ("TFLOP/s", "tflops", ".2f"), ("cuBLAS ms", "cublas_ms", ".3f"),
     ("cuBLAS TFLOP/s", "cublas_tflops", ".2f"), ("ratio", "ratio", ".3f"), ("%peak", "pct_peak", ".1f"),
     ("graph ms", "graph_ms", ".4f"), ("cuBLAS graph ms", "cublas_graph_ms", ".4f"),
@@ -185,9 +198,10 @@ def main(argv=None) -> int:
     p.add_argument("--kernels", nargs="+", default=["auto"],
                    help="'auto' (the dispatcher's choice), 'all' (every config of the table), "
                         "or config names / variants")
-    p.add_argument("--op", choices=("mm", "addmm", "linear"), default="mm",
+    p.add_argument("--op", choices=("mm", "addmm", "linear", "bmm"), default="mm",
                    help="mm: tiled_mm vs torch.matmul; addmm: tiled_addmm vs torch.addmm (bias (N,)); "
-                        "linear: tiled_addmm(b, x, W.t()) vs F.linear(x, W, b), W (N, K) row-major")
+                        "linear: tiled_addmm(b, x, W.t()) vs F.linear(x, W, b), W (N, K) row-major; "
+                        "bmm: tiled_bmm vs torch.bmm, shapes BxMxNxK")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--warmup", type=int, default=25, help="warm-up per measurement, ms")
     p.add_argument("--rep", type=int, default=100, help="timed repetitions per measurement, ms")
@@ -199,7 +213,8 @@ def main(argv=None) -> int:
     p.add_argument("--name", default="ab", help="base name of the --out files (default: ab)")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
-    args.shapes = parse_shapes(args.shapes or (CPU_SHAPES if args.device == "cpu" else DEFAULT_SHAPES))
+    args.shapes = parse_shapes(args.shapes or (CPU_SHAPES if args.device == "cpu" else DEFAULT_SHAPES),
+                               batched=args.op == "bmm")
     args.dtypes = [d.strip() for d in args.dtypes.split(",")]
     for d in args.dtypes:
         if d not in common.DTYPES:

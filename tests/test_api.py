@@ -257,6 +257,10 @@ def test_explain_cpu():
     e = tilelab_torch.explain(torch.randn(5, 4), torch.randn(4, 3))
     assert e.kernel == "cpu"
     assert "cpu" in str(e) and "5x3x4" in str(e)
+    e = tilelab_torch.explain(torch.randn(6, 5, 4), torch.randn(6, 4, 3))  # tiled_bmm's choice
+    assert e.kernel == "cpu" and e.details["batch"] == 6 and "6x5x3x4" in str(e)
+    with pytest.raises(RuntimeError, match="batch sizes differ"):
+        tilelab_torch.explain(torch.randn(6, 5, 4), torch.randn(2, 4, 3))
 
 
 @pytest.mark.gpu
@@ -268,6 +272,10 @@ def test_explain_cuda_matches_table():
         e = tilelab_torch.explain(a, b)
         assert e.kernel in names
         assert e.reason
+    # tiled_bmm: the chooser counts the tiles of every matrix of the batch
+    x, y = torch.empty(96, 512, 64, device="cuda", dtype=torch.bfloat16), torch.empty(96, 64, 512, device="cuda", dtype=torch.bfloat16)
+    e = tilelab_torch.explain(x, y)
+    assert e.details["batch"] == 96 and e.kernel == tilelab_torch.explain(x.reshape(-1, 64), y[0]).kernel
     e = tilelab_torch.explain(a, b, variant="tiled", tile=16)
     assert e.kernel == "tiled_16x16x16" and "override" in e.reason
     e = tilelab_torch.explain(a, b, variant="tiled")

@@ -216,12 +216,14 @@ class Explanation:
     def __str__(self) -> str:
         d = self.details
         where = d.get("device_name", d.get("device"))
-        return (f"{d['M']}x{d['N']}x{d['K']} {d['dtype']} on {d.get('device')} ({where}): "
+        batch = f"{d['batch']}x" if d.get("batch", 1) > 1 else ""
+        return (f"{batch}{d['M']}x{d['N']}x{d['K']} {d['dtype']} on {d.get('device')} ({where}): "
                 f"{self.kernel} -- {self.reason}")
 
 
 def explain(a: Tensor, b: Tensor, *, variant: Optional[str] = None, tile: Optional[int] = None) -> Explanation:
-    """Which kernel ``tiled_mm(a, b, variant=variant, tile=tile)`` would run, and why.
+    """Which kernel ``tiled_mm(a, b, variant=variant, tile=tile)`` (or, for 3-D operands,
+    ``tiled_bmm``) would run, and why.
 
     Runs the same selection code as the op (including the validation of an
     override, so a bad ``variant``/``tile`` raises the same error) without

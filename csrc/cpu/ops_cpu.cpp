@@ -24,11 +24,13 @@ at::Tensor gemm_cpu(const char* op, const at::Tensor* bias, const at::Tensor& a,
 }
 
 std::string explain_cpu(const at::Tensor& a, const at::Tensor& b, Variant variant, Tile tile) {
-  check_gemm_inputs("explain", nullptr, a, b, false);
+  const bool batched = a.dim() == 3;
+  check_gemm_inputs("explain", nullptr, a, b, batched);
   cpu::check_cpu_override(variant, tile);
   std::ostringstream os;
   os << "{\"kernel\": \"cpu\", \"variant\": \"cpu\", \"tile\": null, \"device\": \"cpu\", "
-     << "\"device_name\": \"cpu\", \"M\": " << a.size(0) << ", \"N\": " << b.size(1) << ", \"K\": " << a.size(1)
+     << "\"device_name\": \"cpu\", \"batch\": " << (batched ? a.size(0) : 1) << ", \"M\": " << a.size(-2)
+     << ", \"N\": " << b.size(-1) << ", \"K\": " << a.size(-1)
      << ", \"dtype\": \"" << dtype_str(a.scalar_type()) << "\", \"reason\": \"CPU tensors run the cache-tiled CPU kernel ("
      << cpu::kMC << "x" << cpu::kNC << " tiles of C over " << at::get_num_threads() << " threads, K in slices of "
      << cpu::kKC << ")\"}";

@@ -33,7 +33,10 @@ constexpr std::pair<int, int64_t> kBlockedRates[] = {
     {row_index("blocked_k16_64x64x16"), 100},
 };
 
-int64_t tiles(const GemmProblem& p, int bm, int bn) { return ((p.M + bm - 1) / bm) * ((p.N + bn - 1) / bn); }
+// The bm x bn tiles of the whole problem: every matrix of a batch is in the grid.
+int64_t tiles(const GemmProblem& p, int bm, int bn) {
+  return ((p.M + bm - 1) / bm) * ((p.N + bn - 1) / bn) * p.batch;
+}
 
 }  // namespace
 

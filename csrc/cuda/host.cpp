@@ -86,7 +86,7 @@ at::Tensor gemm_cuda(const char* op, const at::Tensor* bias, const at::Tensor& a
 
 std::string explain_cuda(const at::Tensor& a, const at::Tensor& b, std::optional<c10::string_view> variant,
                          std::optional<int64_t> tile) {
-  check_gemm_inputs("explain", nullptr, a, b, false);
+  check_gemm_inputs("explain", nullptr, a, b, a.dim() == 3);
   const c10::cuda::CUDAGuard guard(a.device());
   const GemmCall call = make_gemm(nullptr, a, b);
   const GemmProblem& p = call.problem;
@@ -96,7 +96,7 @@ std::string explain_cuda(const at::Tensor& a, const at::Tensor& b, std::optional
   std::ostringstream os;
   os << "{\"kernel\": \"" << c.name << "\", \"variant\": \"" << c.variant << "\", \"tile\": " << c.tile
      << ", \"device\": \"cuda:" << d.index << "\", \"device_name\": \"" << json_escape(d.name) << "\", \"sm\": " << d.sm
-     << ", \"num_sms\": " << d.num_sms << ", \"M\": " << p.M << ", \"N\": " << p.N << ", \"K\": " << p.K
+     << ", \"num_sms\": " << d.num_sms << ", \"batch\": " << p.batch << ", \"M\": " << p.M << ", \"N\": " << p.N << ", \"K\": " << p.K
      << ", \"dtype\": \"" << dtype_str(p.dtype) << "\", \"a_layout\": \"" << layout_name(p.a, true)
      << "\", \"b_layout\": \"" << layout_name(p.b, false) << "\", \"reason\": \"" << json_escape(choice.reason)
      << "\"}";

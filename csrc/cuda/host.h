@@ -16,7 +16,8 @@ namespace tilelab {
 at::Tensor gemm_cuda(const char* op, const at::Tensor* bias, const at::Tensor& a, const at::Tensor& b,
                      bool batched, std::optional<c10::string_view> variant, std::optional<int64_t> tile);
 
-// What gemm_cuda would run for 2-D a, b, and why, as JSON (tilelab_torch.explain).
+// What gemm_cuda would run for a, b (2-D: tiled_mm; 3-D: tiled_bmm), and why, as JSON
+// (tilelab_torch.explain).
 std::string explain_cuda(const at::Tensor& a, const at::Tensor& b, std::optional<c10::string_view> variant,
                          std::optional<int64_t> tile);
 
