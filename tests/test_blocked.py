@@ -125,3 +125,18 @@ def test_auto_fp32_uses_blocked_by_estimated_time(highest):
     if torch.cuda.get_device_properties(0).multi_processor_count >= 64:
         x = torch.randn(8, 4096, device="cuda")
         assert tilelab_torch.explain(x, torch.randn(4096, 4096, device="cuda")).kernel == "blocked_k16_64x64x16"
+
+
+@pytest.mark.gpu
+def test_auto_fp32_decode_uses_gemv(highest):
+    """fp32 x @ W.t() with M <= 16 goes to the gemv row (chooser.cpp); half precision does not."""
+    for M in (1, 7, 16):
+        x = torch.randn(M, 1000, device="cuda")
+        w = torch.randn(333, 1000, device="cuda")
+        e = tilelab_torch.explain(x, w.t())
+        assert e.kernel == "gemv_16x8", e
+        out = torch.ops.tilelab.tiled_mm(x, w.t())
+        assert rel_err(out, x, w.t()) <= TOL[torch.float32]
+    assert tilelab_torch.explain(torch.randn(17, 1000, device="cuda"), w.t()).kernel != "gemv_16x8"
+    xh, wh = torch.randn(4, 1000, device="cuda", dtype=torch.bfloat16), torch.randn(333, 1000, device="cuda", dtype=torch.bfloat16)
+    assert tilelab_torch.explain(xh, wh.t()).kernel != "gemv_16x8"

@@ -31,7 +31,8 @@ inline constexpr bool kBuiltWithCuda = false;
   X(Padded, padded, kBuiltWithCuda)       \
   X(Blocked, blocked, kBuiltWithCuda)     \
   X(TensorCore, tensorcore, kBuiltWithCuda) \
-  X(Hopper, hopper, kBuiltWithCuda && kBuiltForSm90a)
+  X(Hopper, hopper, kBuiltWithCuda && kBuiltForSm90a) \
+  X(Gemv, gemv, kBuiltWithCuda)
 
 #define TILELAB_FAMILY_ENUM(E, n, c) E,
 enum class Family : int { TILELAB_FAMILIES(TILELAB_FAMILY_ENUM) };

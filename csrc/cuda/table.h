@@ -66,6 +66,8 @@ inline constexpr KernelConfig kConfigs[] = {
   {"hopper_128x128x64",          "hopper",          Family::Hopper,    128, 128, 128, 64,  8, 1,  384, 6, 0, kF16 | kBF16, 90, false, "wgmma m64n128k16 (fp32 acc) + TMA, 128B swizzle, 6-stage mbarrier ring, producer + 2 consumer warpgroups"},
   {"hopper_tf32_128x256x32",     "hopper_tf32",     Family::Hopper,    256, 128, 256, 32,  8, 1,  384, 4, 0, kF32,         90, true,  "TF32 wgmma m64n256k8 (needs precision 'high') + TMA, 4-stage ring, k-contiguous operands (others copied transposed)"},
   {"hopper_tf32_128x128x32",     "hopper_tf32",     Family::Hopper,    128, 128, 128, 32,  8, 1,  384, 6, 0, kF32,         90, true,  "TF32 wgmma m64n128k8 (needs precision 'high') + TMA, 6-stage ring, k-contiguous operands (others copied transposed)"},
+  // gemv: few rows (decoding); a warp per output column, 16-byte loads along K, bm rows per block.
+  {"gemv_16x8",                  "gemv",            Family::Gemv,       16,  16,   8,  0,  1, 8,  256, 0, 0, kAllFloat,     0, false, "a warp per output column of up to 16 rows: 16-byte loads along K (k-contiguous operands), warp-shuffle reduction"},
 };
 // clang-format on
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);

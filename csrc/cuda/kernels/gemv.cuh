@@ -1,0 +1,97 @@
+#pragma once
+// Kernel family `gemv`: products with few rows (decoding a language model: x
+// (M x K, M <= 16) @ W^T with W (N x K) row-major), where the time is the
+// weights streamed once from memory. A warp computes one output column n for
+// up to kRows rows: its lanes walk K together, each lane loading 16 bytes of
+// B's column n (contiguous along k: W's row) and the matching 16 bytes of each
+// row of A, accumulating in fp32 (fp64 for doubles); a warp shuffle reduction
+// then gives the kRows dot products, which lane 0 stores through the epilogue
+// (bias, conversion). Blocks cover (N / warps) x (M / kRows) x batch.
+//
+// kVec: A and B k-contiguous with 16-byte aligned rows (the host checks), so
+// every load is 16 bytes (the K tail a scalar loop); otherwise any strides,
+// one element per load. IEEE FMAs: fp32 stays fp32 (no TF32).
+#include <cstdint>
+#include <type_traits>
+
+#include "epilogue.cuh"
+#include "scheduler.cuh"
+
+namespace tilelab {
+namespace gemv_detail {
+
+// 16 bytes of T as accumulator-type values.
+template <typename T, typename Acc>
+struct Vec16 {
+  static constexpr int kN = 16 / sizeof(T);
+  Acc v[kN];
+  __device__ __forceinline__ void load(const T* p) {
+    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(p));
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int i = 0; i < kN; ++i) v[i] = static_cast<Acc>(e[i]);
+  }
+};
+
+}  // namespace gemv_detail
+
+template <typename T, int kRows, int kWarps, bool kVec>
+__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemmArgs<T> p) {
+  using Acc = acc_t<T>;
+  using V = gemv_detail::Vec16<T, Acc>;
+  constexpr int kE = V::kN;  // elements per 16-byte load
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const WorkTile w = LinearScheduler::first(1);
+  const int n = w.tn * kWarps + warp;  // this warp's output column
+  const int m0 = w.tm * kRows;         // its first row
+  if (n >= p.N) return;
+  const int rows = min(kRows, p.M - m0);
+  const T* b = p.b + w.batch * p.sb_b + static_cast<int64_t>(n) * p.sb_n;
+  const T* a = p.a + w.batch * p.sa_b + static_cast<int64_t>(m0) * p.sa_m;
+
+  Acc acc[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) acc[r] = 0;
+
+  int k = 0;
+  if constexpr (kVec) {
+    // Lanes take consecutive 16-byte chunks: a warp reads 512 contiguous bytes of W's row per step.
+    const int k_vec = p.K / kE * kE;
+    for (k = lane * kE; k + kE <= k_vec; k += 32 * kE) {
+      V bv;
+      bv.load(b + k);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        if (r < rows) {
+          V av;
+          av.load(a + static_cast<int64_t>(r) * p.sa_m + k);
+#pragma unroll
+          for (int i = 0; i < kE; ++i) acc[r] += av.v[i] * bv.v[i];
+        }
+      }
+    }
+    k = k_vec + lane;  // the K tail, one element per lane
+  } else {
+    k = lane;
+  }
+  for (; k < p.K; k += 32) {
+    const Acc bk = static_cast<Acc>(b[static_cast<int64_t>(k) * p.sb_k]);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+      if (r < rows) acc[r] += static_cast<Acc>(a[static_cast<int64_t>(r) * p.sa_m + static_cast<int64_t>(k) * p.sa_k]) * bk;
+  }
+
+  // Reduce each row's 32 partial sums; lane 0 stores.
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) acc[r] += __shfl_down_sync(0xffffffffu, acc[r], off);
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+      if (r < rows) output_row(p, w.batch, m0 + r).store(n, acc[r]);
+  }
+}
+
+}  // namespace tilelab
