@@ -75,13 +75,17 @@ Choice choose(const GemmProblem& p, const DeviceInfo& d) {
   // A 256-wide tiling must not cover more than 25% more of C than a 128-wide one.
   const bool n_fits_256 = 4 * ((p.N + 255) / 256 * 256) <= 5 * ((p.N + 127) / 128 * 128);
 
-  // --- fp32 (IEEE) with few rows and k-contiguous operands (decoding: x @ W.t()).
-  // In half precision the hopper rows stream the weights faster than the gemv
-  // row (H200, bf16 16x4096x4096: 0.033 vs 0.170 ms), so they keep those shapes.
-  if (p.dtype == c10::ScalarType::Float && !p.allow_tf32 && p.M <= 16 && p.a.k_contiguous && p.b.k_contiguous) {
-    ch = pick(kGemv,
-              "fp32, M <= 16 with k-contiguous operands (x @ W.t()): a warp per output column streams W once "
-              "(H200: 1x4096x4096 0.071 ms vs 0.187 for blocked_k16_64x64x16, 16x14336x4096 0.308 vs 0.693)");
+  // --- few rows with k-contiguous operands (decoding: x @ W.t()): the gemv row
+  // streams W once with 16-byte loads. IEEE fp32 up to 16 rows; half precision
+  // only a single row (at 4 rows the hopper rows are as fast, at 16 five times faster).
+  const bool decode = p.a.k_contiguous && p.b.k_contiguous &&
+                      ((p.dtype == c10::ScalarType::Float && !p.allow_tf32 && p.M <= 16) || (half && p.M == 1));
+  if (decode) {
+    ch = pick(kGemv, half ? "half precision, one row with k-contiguous operands (x @ W.t()): a warp per output column "
+                            "streams W once (H200, bf16 1x4096x14336: 0.054 ms vs 0.093 for hopper_128x128x64)"
+                          : "fp32, M <= 16 with k-contiguous operands (x @ W.t()): a warp per output column streams W "
+                            "once (H200: 1x4096x4096 0.031 ms vs 0.187 for blocked_k16_64x64x16, 16x14336x4096 0.330 "
+                            "vs 0.693)");
     if (ch.cfg) return ch;
   }
 

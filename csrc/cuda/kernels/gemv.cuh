@@ -9,8 +9,9 @@
 // (bias, conversion). Blocks cover (N / warps) x (M / kRows) x batch.
 //
 // kVec: A and B k-contiguous with 16-byte aligned rows (the host checks), so
-// every load is 16 bytes (the K tail a scalar loop); otherwise any strides,
-// one element per load. IEEE FMAs: fp32 stays fp32 (no TF32).
+// every load is 16 bytes, four steps of K issued together (the K tail a scalar
+// loop); otherwise any strides, one element per load. IEEE FMAs: fp32 stays
+// fp32 (no TF32).
 #include <cstdint>
 #include <type_traits>
 
@@ -55,20 +56,35 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemmArgs<T> p) {
 
   int k = 0;
   if constexpr (kVec) {
-    // Lanes take consecutive 16-byte chunks: a warp reads 512 contiguous bytes of W's row per step.
+    // Lanes take consecutive 16-byte chunks: a warp reads 512 contiguous bytes of W's row per
+    // step, kUnroll independent steps at a time so that many loads are in flight per lane.
+    constexpr int kStep = 32 * kE, kUnroll = 4;
     const int k_vec = p.K / kE * kE;
-    for (k = lane * kE; k + kE <= k_vec; k += 32 * kE) {
-      V bv;
-      bv.load(b + k);
+    auto step = [&](const V (&bv)[kUnroll], int k0, auto unroll) {
+      constexpr int kU = decltype(unroll)::value;
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
         if (r < rows) {
-          V av;
-          av.load(a + static_cast<int64_t>(r) * p.sa_m + k);
+          V av[kU];
 #pragma unroll
-          for (int i = 0; i < kE; ++i) acc[r] += av.v[i] * bv.v[i];
+          for (int u = 0; u < kU; ++u) av[u].load(a + static_cast<int64_t>(r) * p.sa_m + k0 + u * kStep);
+#pragma unroll
+          for (int u = 0; u < kU; ++u)
+#pragma unroll
+            for (int i = 0; i < kE; ++i) acc[r] += av[u].v[i] * bv[u].v[i];
         }
       }
+    };
+    for (k = lane * kE; k + (kUnroll - 1) * kStep + kE <= k_vec; k += kUnroll * kStep) {
+      V bv[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) bv[u].load(b + k + u * kStep);
+      step(bv, k, std::integral_constant<int, kUnroll>{});
+    }
+    for (; k + kE <= k_vec; k += kStep) {
+      V bv[kUnroll];
+      bv[0].load(b + k);
+      step(bv, k, std::integral_constant<int, 1>{});
     }
     k = k_vec + lane;  // the K tail, one element per lane
   } else {
