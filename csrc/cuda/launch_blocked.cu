@@ -66,7 +66,7 @@ void launch_blocked(const KernelConfig& row, const GemmProblem& p0) {
     static_assert(c.pad == 4, "blocked: kPad = 4 (16-byte rows, conflict-free transposed stores)");
     GemmProblem p = p0;
     if (p.M * p.N * p.K * p.batch >= kAlignedCopyMinMNK) {
-      if (p.b.k_contiguous) mn_contiguous_copy(p, p.b, false);  // W.t() of F.linear: see kTransposeB
+      if (p.b.k_contiguous) flip_contiguity(p, p.b, false);  // W.t() of F.linear (above)
       else align_operand(p, p.b, false);
       if (!p.a.k_contiguous) align_operand(p, p.a, true);
     }

@@ -8,7 +8,7 @@
 // as K = 4095, a misaligned view) is first copied into a buffer whose rows are
 // (aligned_copy.h), as for the tensorcore family. TF32 wgmma reads only
 // k-contiguous operands: a column-major A or a row-major B is copied
-// transposed (transpose_kernel below: one bandwidth-bound pass over the operand).
+// transposed (flip_contiguity in aligned_copy.h: one bandwidth-bound pass).
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
@@ -90,58 +90,13 @@ void launch_one(const GemmProblem& p0, cudaStream_t stream) {
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// out[z][c][r] = in[z][r][c] through 32 x 32 shared-memory tiles (padded by one
-// column against bank conflicts), so both the reads and the writes coalesce.
-// (torch's copy_ of a transposed view reads with a stride and ran at about half
-// this speed.)
-template <typename T>
-__global__ void transpose_kernel(const T* __restrict__ in, T* __restrict__ out, int rows, int cols, int64_t ld_in,
-                                 int64_t bs_in, int64_t ld_out, int64_t bs_out) {
-  __shared__ T tile[32][33];
-  const int c0 = blockIdx.x * 32, r0 = blockIdx.y * 32;
-  in += blockIdx.z * bs_in;
-  out += blockIdx.z * bs_out;
-  for (int i = threadIdx.y; i < 32; i += 8) {
-    const int r = r0 + i, c = c0 + threadIdx.x;
-    if (r < rows && c < cols) tile[i][threadIdx.x] = in[r * ld_in + c];
-  }
-  __syncthreads();
-  for (int i = threadIdx.y; i < 32; i += 8) {
-    const int c = c0 + i, r = r0 + threadIdx.x;
-    if (r < rows && c < cols) out[c * ld_out + r] = tile[threadIdx.x][i];
-  }
-}
-
-// Copies an fp32 operand stored [batch][rows][cont] (unit stride along cont,
-// `ld` between rows) transposed into a fresh [batch][cont][rows rounded up to
-// 4] buffer, which `o` then points to; it is k-contiguous afterwards.
-void transpose_operand(Operand& o, int64_t batch, int64_t mn, int64_t K) {
-  // m/n-contiguous: stored [k][mn], ld = s_k.
-  const int64_t rows = K, cont = mn, ld = o.s_k;
-  const int64_t ld_pad = (rows + 3) / 4 * 4;
-  const auto opts = at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, c10::cuda::current_device());
-  at::Tensor dst = at::empty({batch, cont, ld_pad}, opts);
-  TORCH_CHECK(rows < (int64_t{1} << 31) && cont < (int64_t{1} << 31), "tilelab: operand too large to transpose");
-  const dim3 grid((cont + 31) / 32, (rows + 31) / 32, batch), block(32, 8);
-  transpose_kernel<float><<<grid, block, 0, at::cuda::getCurrentCUDAStream().stream()>>>(
-      static_cast<const float*>(o.data), dst.data_ptr<float>(), static_cast<int>(rows), static_cast<int>(cont), ld,
-      batch == 1 ? 0 : o.s_batch, ld_pad, cont * ld_pad);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-  o.keep = dst;
-  o.data = dst.data_ptr();
-  o.s_mn = ld_pad;
-  o.s_k = 1;
-  o.s_batch = cont * ld_pad;
-  o.k_contiguous = true;
-}
-
 // TF32 wgmma reads only k-contiguous operands: a column-major A / row-major B
 // is copied transposed first.
 template <int BN, int kStages>
 void launch_tf32(const GemmProblem& p0, cudaStream_t stream) {
   GemmProblem p = p0;
-  if (!p.a.k_contiguous) transpose_operand(p.a, p.batch, p.M, p.K);
-  if (!p.b.k_contiguous) transpose_operand(p.b, p.batch, p.N, p.K);
+  if (!p.a.k_contiguous) flip_contiguity(p, p.a, true);
+  if (!p.b.k_contiguous) flip_contiguity(p, p.b, false);
   launch_one<float, BN, kStages, true, true>(p, stream);
 }
 
