@@ -46,18 +46,33 @@ at::Tensor addmm_autocast(const at::Tensor& bias, const at::Tensor& a, const at:
   return op.call(cast<D>(bias), cast<D>(a), cast<D>(b), variant, tile);
 }
 
+template <c10::DeviceType D>
+at::Tensor linear_autocast(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                           Opt activation, Opt variant, OptInt tile) {
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(at::autocast::get_autocast_dispatch_key_from_device_type(D));
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("tilelab::tiled_linear", "")
+                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, Opt,
+                                         Opt, OptInt)>();
+  std::optional<at::Tensor> b;
+  if (bias.has_value() && bias->defined()) b = cast<D>(*bias);
+  return op.call(cast<D>(x), cast<D>(weight), b, activation, variant, tile);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(tilelab, AutocastCUDA, m) {
   m.impl("tiled_mm", &mm_autocast<c10::DeviceType::CUDA>);
   m.impl("tiled_bmm", &bmm_autocast<c10::DeviceType::CUDA>);
   m.impl("tiled_addmm", &addmm_autocast<c10::DeviceType::CUDA>);
+  m.impl("tiled_linear", &linear_autocast<c10::DeviceType::CUDA>);
 }
 
 TORCH_LIBRARY_IMPL(tilelab, AutocastCPU, m) {
   m.impl("tiled_mm", &mm_autocast<c10::DeviceType::CPU>);
   m.impl("tiled_bmm", &bmm_autocast<c10::DeviceType::CPU>);
   m.impl("tiled_addmm", &addmm_autocast<c10::DeviceType::CPU>);
+  m.impl("tiled_linear", &linear_autocast<c10::DeviceType::CPU>);
 }
 
 }  // namespace tilelab

@@ -1,4 +1,4 @@
-// Autograd for the three ops, in C++ (the Autograd dispatch key): a Python
+// Autograd for the four ops, in C++ (the Autograd dispatch key): a Python
 // rule (torch.library.register_autograd) runs Python on every call, which cost
 // ~30 us per call with an input that requires grad, against torch.mm's ~5.
 //
@@ -20,6 +20,9 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "gemm.h"
 
 namespace tilelab {
 namespace {
@@ -30,6 +33,8 @@ using Variant = std::optional<c10::string_view>;
 using Tile = std::optional<int64_t>;
 using Product = at::Tensor(const at::Tensor&, const at::Tensor&, Variant, Tile);
 using Addmm = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, Variant, Tile);
+using Linear = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, Variant, Variant,
+                          Tile);
 
 const c10::TypedOperatorHandle<Product>& op_mm() {
   static const auto op =
@@ -44,6 +49,12 @@ const c10::TypedOperatorHandle<Product>& op_bmm() {
 const c10::TypedOperatorHandle<Addmm>& op_addmm() {
   static const auto op =
       c10::Dispatcher::singleton().findSchemaOrThrow("tilelab::tiled_addmm", "").typed<Addmm>();
+  return op;
+}
+
+const c10::TypedOperatorHandle<Linear>& op_linear() {
+  static const auto op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("tilelab::tiled_linear", "").typed<Linear>();
   return op;
 }
 
@@ -147,12 +158,46 @@ at::Tensor addmm_autograd(const at::Tensor& bias, const at::Tensor& a, const at:
   return op_addmm().call(bias, a, b, variant, tile);
 }
 
+// tiled_linear: without a gradient to record, the fused kernel (bias and
+// activation in the epilogue). With one, the same function composed of
+// recorded ops: tiled_addmm (or tiled_mm) on x's rows and weight.t(), then
+// the activation as torch's own op, which saves the pre-activation for its
+// backward -- the memory and time F.act(F.linear(...)) costs, and exact
+// (double-)backward for free. Training pays for the product but not for the
+// fusion: that helps only where no gradient is recorded.
+at::Tensor linear_autograd(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                           Variant activation, Variant variant, Tile tile) {
+  const bool has_bias = bias.has_value() && bias->defined();
+  if (!records({&x, &weight}) && !(has_bias && records({&*bias}))) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    return op_linear().call(x, weight, bias, activation, variant, tile);
+  }
+  // Validate first (the same messages as the kernels), so a bad call fails before any work.
+  const Activation act = parse_activation("tiled_linear", activation);
+  check_linear_inputs(x, weight, has_bias ? &*bias : nullptr);
+  const at::Tensor x2 = x.dim() == 2 ? x : x.reshape({-1, x.size(-1)});
+  at::Tensor y = has_bias ? addmm_autograd(*bias, x2, weight.t(), variant, tile)
+                          : mm_autograd(x2, weight.t(), variant, tile);
+  switch (act) {
+    case Activation::Relu: y = at::relu(y); break;
+    case Activation::Gelu: y = at::gelu(y); break;
+    case Activation::GeluTanh: y = at::gelu(y, "tanh"); break;
+    case Activation::Silu: y = at::silu(y); break;
+    default: break;
+  }
+  if (x.dim() == 2) return y;
+  std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end() - 1);
+  sizes.push_back(weight.size(0));
+  return y.view(sizes);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(tilelab, Autograd, m) {
   m.impl("tiled_mm", &mm_autograd);
   m.impl("tiled_bmm", &bmm_autograd);
   m.impl("tiled_addmm", &addmm_autograd);
+  m.impl("tiled_linear", &linear_autograd);
 }
 
 }  // namespace tilelab

@@ -13,7 +13,10 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <string_view>
+#include <vector>
 
+#include "activation.h"
 #include "dtypes.h"
 
 namespace tilelab {
@@ -31,7 +34,7 @@ struct Operand {
   bool k_contiguous = false;
 };
 
-// C[z, m, n] = sum_k A[z, m, k] * B[z, k, n] (+ bias[m, n]), C a fresh
+// C[z, m, n] = act(sum_k A[z, m, k] * B[z, k, n] (+ bias[m, n])), C a fresh
 // contiguous tensor. Sizes are checked below 2^31.
 struct GemmProblem {
   int64_t M = 0, N = 0, K = 0, batch = 1;
@@ -41,9 +44,16 @@ struct GemmProblem {
   int64_t sc_m = 0, sc_b = 0;           // C is unit-stride along n
   const void* bias = nullptr;           // optional, read through its strides (0 = broadcast)
   int64_t sbias_m = 0, sbias_n = 0, sbias_b = 0;
+  Activation act = Activation::None;    // applied after the bias (tiled_linear)
   // fp32 inputs may run on TF32 tensor cores: torch.get_float32_matmul_precision()
   // is "high" or "medium", exactly when torch.mm would use TF32.
   bool allow_tf32 = false;
+  // Split-K (CUDA): the kernel computes `splits` slices of K, each into its own
+  // fp32 (batch, M, N) slab of `partial`, without bias or activation; a second
+  // pass (split_reduce.cu) adds the slabs in a fixed order, then the bias and
+  // the activation. 1: no split, C is written directly.
+  int splits = 1;
+  float* partial = nullptr;
 };
 
 // ---------------------------------------------------------------- validation
@@ -88,6 +98,35 @@ inline void check_gemm_inputs(const char* op, const at::Tensor* bias, const at::
   TORCH_CHECK(bias->layout() == c10::kStrided, "tilelab::", op, ": only dense (strided) tensors are supported");
 }
 
+// F.linear's rules for tiled_linear(x, weight, bias): x (..., K), weight (N, K),
+// bias (N,) or a scalar; dtype and device rules as for the products.
+inline void check_linear_inputs(const at::Tensor& x, const at::Tensor& weight, const at::Tensor* bias) {
+  TORCH_CHECK(weight.dim() == 2, "tilelab::tiled_linear: weight must be 2-D (out_features, in_features), got shape ",
+              weight.sizes());
+  TORCH_CHECK(x.dim() >= 1, "tilelab::tiled_linear: x must have at least 1 dimension (..., in_features), got a scalar");
+  TORCH_CHECK(x.size(-1) == weight.size(1), "tilelab::tiled_linear: x has ", x.size(-1),
+              " features (last dimension of shape ", x.sizes(), ") but weight of shape ", weight.sizes(), " expects ",
+              weight.size(1));
+  TORCH_CHECK(x.scalar_type() == weight.scalar_type(), "tilelab::tiled_linear: x and weight must have the same dtype, got ",
+              dtype_str(x.scalar_type()), " and ", dtype_str(weight.scalar_type()));
+  TORCH_CHECK(x.device() == weight.device(), "tilelab::tiled_linear: x is on ", x.device(), " and weight is on ",
+              weight.device(), "; both must be on the same device");
+  if (bias != nullptr) {
+    const bool ok = bias->dim() == 0 || (bias->dim() == 1 && (bias->size(0) == weight.size(0) || bias->size(0) == 1));
+    TORCH_CHECK(ok, "tilelab::tiled_linear: bias must have shape (", weight.size(0), ",) (out_features), got ",
+                bias->sizes());
+  }
+}
+
+// The activation named by the op's `activation` argument, or an error naming the valid ones.
+inline Activation parse_activation(const char* op, std::optional<c10::string_view> name) {
+  std::optional<std::string_view> n;
+  if (name.has_value()) n = std::string_view(name->data(), name->size());
+  const std::optional<Activation> a = activation_from_name(n);
+  TORCH_CHECK(a.has_value(), "tilelab::", op, ": unknown activation '", std::string(*n), "'; valid: ", kActivationNames);
+  return *a;
+}
+
 // ------------------------------------------------------------------ problem
 // x viewed as (batch, rows, cols): A is (batch, M, K), B (batch, K, N).
 inline Operand make_operand(const at::Tensor& x, bool is_a) {
@@ -123,7 +162,8 @@ struct GemmCall {
 };
 
 // The problem of validated inputs (check_gemm_inputs) and its fresh output.
-inline GemmCall make_gemm(const at::Tensor* bias, const at::Tensor& a, const at::Tensor& b) {
+inline GemmCall make_gemm(const at::Tensor* bias, const at::Tensor& a, const at::Tensor& b,
+                          Activation act = Activation::None) {
   const bool batched = a.dim() == 3;
   const at::Tensor a3 = batched ? a : a.unsqueeze(0), b3 = batched ? b : b.unsqueeze(0);
   GemmCall call;
@@ -134,6 +174,7 @@ inline GemmCall make_gemm(const at::Tensor* bias, const at::Tensor& a, const at:
   p.N = b3.size(2);
   p.dtype = a.scalar_type();
   p.allow_tf32 = at::globalContext().allowTF32CuBLAS();
+  p.act = act;
   call.out = batched ? at::empty({p.batch, p.M, p.N}, a.options()) : at::empty({p.M, p.N}, a.options());
   if (p.batch == 0 || p.M == 0 || p.N == 0) return call;  // nothing to read: leave the operands empty
   p.a = make_operand(a3, true);
@@ -152,31 +193,57 @@ inline GemmCall make_gemm(const at::Tensor* bias, const at::Tensor& a, const at:
 
 // Finishes a problem with nothing to multiply (an empty output, or K = 0: the
 // output is the bias, or zeros); returns false if there is a product to run.
+// out = act(out) in place, with torch's own kernels.
+inline void apply_activation_(at::Tensor& out, Activation act) {
+  switch (act) {
+    case Activation::Relu: out.relu_(); break;
+    case Activation::Gelu: out.copy_(at::gelu(out)); break;
+    case Activation::GeluTanh: out.copy_(at::gelu(out, "tanh")); break;
+    case Activation::Silu: out.copy_(at::silu(out)); break;
+    default: break;
+  }
+}
+
 inline bool finish_without_product(GemmCall& call) {
   const GemmProblem& p = call.problem;
   if (p.batch == 0 || p.M == 0 || p.N == 0) return true;
   if (p.K != 0) return false;
   if (call.bias.defined()) call.out.copy_(call.bias);
   else call.out.zero_();
+  apply_activation_(call.out, p.act);  // act(0 + bias), as torch computes it
   return true;
 }
 
-// The three ops as entry points of one backend's host path `Gemm`
+// The four ops as entry points of one backend's host path `Gemm`
 // (gemm_cpu, gemm_cuda): what TORCH_LIBRARY_IMPL registers.
 using Variant = std::optional<c10::string_view>;
 using Tile = std::optional<int64_t>;
-template <at::Tensor (*Gemm)(const char*, const at::Tensor*, const at::Tensor&, const at::Tensor&, bool, Variant,
-                             Tile)>
+template <at::Tensor (*Gemm)(const char*, const at::Tensor*, const at::Tensor&, const at::Tensor&, bool, Activation,
+                             Variant, Tile)>
 struct GemmOps {
   static at::Tensor mm(const at::Tensor& a, const at::Tensor& b, Variant variant, Tile tile) {
-    return Gemm("tiled_mm", nullptr, a, b, false, variant, tile);
+    return Gemm("tiled_mm", nullptr, a, b, false, Activation::None, variant, tile);
   }
   static at::Tensor addmm(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b, Variant variant,
                           Tile tile) {
-    return Gemm("tiled_addmm", &bias, a, b, false, variant, tile);
+    return Gemm("tiled_addmm", &bias, a, b, false, Activation::None, variant, tile);
   }
   static at::Tensor bmm(const at::Tensor& a, const at::Tensor& b, Variant variant, Tile tile) {
-    return Gemm("tiled_bmm", nullptr, a, b, true, variant, tile);
+    return Gemm("tiled_bmm", nullptr, a, b, true, Activation::None, variant, tile);
+  }
+  // act(x @ weight.t() + bias) over x's rows: weight.t() is a column-major
+  // view the kernels read in place; x (..., K) is viewed as (rows, K).
+  static at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                           std::optional<c10::string_view> activation, Variant variant, Tile tile) {
+    const Activation act = parse_activation("tiled_linear", activation);
+    const at::Tensor* b = bias.has_value() && bias->defined() ? &*bias : nullptr;
+    check_linear_inputs(x, weight, b);
+    const at::Tensor x2 = x.dim() == 2 ? x : x.reshape({-1, x.size(-1)});
+    at::Tensor out = Gemm("tiled_linear", b, x2, weight.t(), false, act, variant, tile);
+    if (x.dim() == 2) return out;
+    std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end() - 1);
+    sizes.push_back(weight.size(0));
+    return out.view(sizes);
   }
 };
 

@@ -58,6 +58,10 @@ TORCH_LIBRARY(tilelab, m) {
   m.def("tiled_bmm(Tensor a, Tensor b, *, str? variant=None, int? tile=None) -> Tensor");
   // a @ b + bias, bias broadcast to (M, N) like torch.addmm, added in the epilogue.
   m.def("tiled_addmm(Tensor bias, Tensor a, Tensor b, *, str? variant=None, int? tile=None) -> Tensor");
+  // act(F.linear(x, weight, bias)): weight (N, K), x (..., K); bias and activation
+  // ('relu', 'gelu', 'gelu_tanh', 'silu') applied in the epilogue.
+  m.def("tiled_linear(Tensor x, Tensor weight, Tensor? bias=None, *, str? activation=None, str? variant=None, "
+        "int? tile=None) -> Tensor");
   // Which kernel tiled_mm (2-D inputs) or tiled_bmm (3-D) would run, and why (JSON).
   m.def("_explain(Tensor a, Tensor b, *, str? variant=None, int? tile=None) -> str");
   // The config table (JSON); no tensors, so one implementation for all backends.

@@ -1,12 +1,15 @@
-"""Property-based fuzzing (hypothesis) of tiled_mm, tiled_addmm and tiled_bmm: the
-safety net for refactors of the dispatcher, the launchers and the kernels.
+"""Property-based fuzzing (hypothesis) of tiled_mm, tiled_addmm, tiled_bmm and
+tiled_linear: the safety net for refactors of the dispatcher, the launchers and the kernels.
 
 Each example draws a shape (tile edges such as 1, 15, 17, 127, 129, 257 half the time),
 a layout per operand (row-major, column-major, padded leading dimension, storage offset
 of one element; for bmm also a stride-0 or a strided batch), a bias for addmm (every
 shape torch.addmm broadcasts, and strided, column-major, offset and expanded views), a
 variant (CPU: None/"auto"/"cpu"; CUDA: None and every row of the config table that runs
-on this GPU for the dtype) and the data's seed. It checks the output's shape, dtype and
+on this GPU for the dtype), on CUDA a split-K count (the estimate, or forced to 2, 3, 5 or
+17 slices through torch.ops.tilelab._set_split_k: counts that do not divide K, and K
+shorter than the split), for tiled_linear the leading dims of x, the bias and the
+activation, and the data's seed. It checks the output's shape, dtype and
 contiguity, that it holds no NaN (it lands in a NaN-poisoned block, asserted on CUDA),
 its error against float64, normwise as conftest.rel_err and per element (both relative
 to |A||B| + |bias|, at conftest's tolerances), and that a second call is bitwise equal.
@@ -104,6 +107,8 @@ def errors(out, ref, scale):
     misses a few wrong elements of a large output: one zero in place of a ~17 of a 300^3
     product is 3e-4 of || |A||B| || (under the half tolerance) but 0.09 of its own |A||B|."""
     diff = (out.double() - ref).abs()
+    if diff.dim() == 1:  # tiled_linear of a 1-D x: one row
+        diff, scale = diff[None], scale[None]
     num, den = diff.flatten(-2).norm(dim=-1), scale.flatten(-2).norm(dim=-1)
     normwise = float(torch.where(den > 0, num / den, num).max())
     # Below the dtype's smallest normal number its spacing is absolute (fp16: a K=1 product of 1e-6).
@@ -131,10 +136,28 @@ def precision(kernel):
         torch.set_float32_matmul_precision(old)
 
 
+SPLITS = [None, None, None, 2, 3, 5, 17]  # None: the chooser's estimate
+
+
+@contextlib.contextmanager
+def split_k(splits):
+    """Force the split-K count on CUDA (None: the estimate), restored afterwards."""
+    if splits is None:
+        yield
+        return
+    torch.ops.tilelab._set_split_k(splits)
+    try:
+        yield
+    finally:
+        torch.ops.tilelab._set_split_k(None)
+
+
 def draw_case(data, device, dtype):
     """The variant, M, N, K, the layouts of A and B and a seeded `rand(*shape)` (the seed is
     drawn, so hypothesis replays the data too)."""
     variant = data.draw(st.sampled_from(variants(device, dtype)), label="variant")
+    if device == "cuda":
+        variant = (variant, data.draw(st.sampled_from(SPLITS), label="split-K"))
     big_mn = BIG_MN if device == "cuda" else 0
     mnk = data.draw(st.tuples(dim(big_mn), dim(big_mn), dim(BIG_K)), label="M, N, K")
     lay = data.draw(st.tuples(st.sampled_from(LAYOUTS), st.sampled_from(LAYOUTS)), label="layouts of A, B")
@@ -143,18 +166,20 @@ def draw_case(data, device, dtype):
     return variant, mnk, lay, seed, lambda *shape: torch.randn(shape, generator=gen, dtype=dtype, device=device)
 
 
-def run_and_check(op, args, ref, scale, device, dtype, variant, what, norm_err=None):
+def run_and_check(op, args, ref, scale, device, dtype, variant, what, norm_err=None, **kw):
     """Run op twice, the first time into a NaN-poisoned block; check the output's shape,
-    dtype, layout, NaNs, error against float64 and bitwise determinism."""
+    dtype, layout, NaNs, error against float64 and bitwise determinism. On CUDA `variant`
+    is (variant, split-K count)."""
+    variant, splits = variant if isinstance(variant, tuple) else (variant, None)
     kernel = next((k for k in tilelab_torch.kernels("cuda") if k.name == variant), None)
     tol = kernel_tol(kernel, dtype) if kernel is not None else TOL[dtype]
-    what = f"{op} {DTYPE_ID[dtype]} {device} {what} variant={variant}"
+    what = f"{op} {DTYPE_ID[dtype]} {device} {what} variant={variant} split_k={splits}"
     note(what)
     fn = getattr(torch.ops.tilelab, op)
-    with precision(kernel):
+    with precision(kernel), split_k(splits):
         poison = Poisoned(ref.numel(), dtype, device)
-        out = fn(*args, variant=variant)
-        again = fn(*args, variant=variant)
+        out = fn(*args, variant=variant, **kw)
+        again = fn(*args, variant=variant, **kw)
     # CUDA's caching allocator gives the freed block to the next allocation of its size: the
     # output, which every op allocates before it copies an operand (csrc/gemm.h, make_gemm).
     # On CPU (malloc) reuse is luck (about half the cases), so unasserted; an unwritten
@@ -209,3 +234,38 @@ def test_fuzz_bmm(device, dtype, data):
     ref, scale = a64 @ b64, a64.abs() @ b64.abs()
     run_and_check("tiled_bmm", (a, b), ref, scale, device, dtype, variant,
                   f"{B}x{M}x{N}x{K} A={la}/{ma} B={lb}/{mb} seed={seed}")
+
+
+# tiled_linear's activations and their float64 references.
+ACTS = {
+    None: lambda z: z,
+    "relu": torch.relu,
+    "gelu": torch.nn.functional.gelu,
+    "gelu_tanh": lambda z: torch.nn.functional.gelu(z, approximate="tanh"),
+    "silu": torch.nn.functional.silu,
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_ID.get)
+@pytest.mark.parametrize("device", DEVICES)
+@given(data=st.data())
+def test_fuzz_linear(device, dtype, data):
+    """act(F.linear(x, W, b)) against float64: x with 1 to 3 dims (F.linear's leading dims), W (N, K)
+    as nn.Linear stores it (or a padded / offset view of it), bias (N,) or None."""
+    variant, (M, N, K), (lx, lw), seed, rand = draw_case(data, device, dtype)
+    lw = lw.replace("col", "row")  # W is (N, K) row-major-like: W.t() is the column-major B
+    lead = data.draw(st.sampled_from([(), (M,), (1, M), (2, max(1, M // 2))]), label="leading dims of x")
+    act = data.draw(st.sampled_from(list(ACTS)), label="activation")
+    has_bias = data.draw(st.booleans(), label="bias")
+    rows = math.prod(lead) if lead else 1
+    x = operand(rows, K, lx, rand).reshape(*lead, K)
+    w = operand(N, K, lw, rand)
+    bias = rand(N) if has_bias else None
+    x64, w64 = x.double(), w.double()
+    z = x64 @ w64.t() + (bias.double() if has_bias else 0)
+    # |act(z) - act(z')| <= 1.13 |z - z'| for these activations (gelu's steepest slope).
+    scale = 1.13 * (x64.abs() @ w64.abs().t() + (bias.double().abs() if has_bias else 0))
+    ref = ACTS[act](z)
+    run_and_check("tiled_linear", (x, w, bias), ref, scale.expand_as(ref), device, dtype, variant,
+                  f"x={tuple(x.shape)}/{lx} W=({N}, {K})/{lw} bias={has_bias} act={act} seed={seed}",
+                  activation=act)

@@ -15,6 +15,8 @@ import torch
 from torch import Tensor
 
 SUPPORTED_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+#: What ``tiled_linear(..., activation=)`` accepts besides ``None``.
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
 
 
 def tiled_mm(a: Tensor, b: Tensor, *, variant: Optional[str] = None, tile: Optional[int] = None) -> Tensor:
@@ -72,6 +74,32 @@ def tiled_addmm(bias: Tensor, a: Tensor, b: Tensor, *, variant: Optional[str] = 
         plus bias, then to the dtype). Differentiable.
     """
     return torch.ops.tilelab.tiled_addmm.default(bias, a, b, variant=variant, tile=tile)
+
+
+def tiled_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, activation: Optional[str] = None,
+                 variant: Optional[str] = None, tile: Optional[int] = None) -> Tensor:
+    """``act(F.linear(x, weight, bias))`` in one kernel: bias and activation in the epilogue.
+
+    Args:
+        x: ``(..., K)``, any leading dims (viewed as ``(rows, K)``; a copy only
+            when they cannot be flattened without one, as in F.linear).
+        weight: ``(N, K)``, as ``nn.Linear`` stores it; read in place as the
+            column-major ``weight.t()``.
+        bias: ``(N,)`` or ``None``.
+        activation: ``None``, ``"relu"``, ``"gelu"`` (F.gelu), ``"gelu_tanh"``
+            (F.gelu(approximate="tanh"), transformers' ``gelu_new``) or ``"silu"``.
+            Computed in fp32 (fp64 for float64) on accumulator + bias, then
+            rounded once to the dtype.
+        variant, tile: as for :func:`tiled_mm`.
+
+    Returns:
+        A new ``(..., N)`` tensor. Differentiable: with no gradient to record the
+        fused kernel runs; with one, the op runs as ``tiled_addmm`` followed by
+        torch's activation (which saves the pre-activation, as
+        ``F.gelu(F.linear(...))`` does), so training pays for no fusion and
+        double backward works. Under autocast, cast like ``F.linear``.
+    """
+    return torch.ops.tilelab.tiled_linear.default(x, weight, bias, activation=activation, variant=variant, tile=tile)
 
 
 # ---------------------------------------------------------------- fake kernels
@@ -136,6 +164,32 @@ def _tiled_addmm_fake(bias: Tensor, a: Tensor, b: Tensor, *, variant: Optional[s
     M, N = a.shape[0], b.shape[1]
     _check_bias("tiled_addmm", bias, a, M, N)
     return a.new_empty((M, N))
+
+
+@torch.library.register_fake("tilelab::tiled_linear")
+def _tiled_linear_fake(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, activation: Optional[str] = None,
+                       variant: Optional[str] = None, tile: Optional[int] = None) -> Tensor:
+    torch._check(activation is None or activation in ACTIVATIONS,
+                 lambda: f"tilelab::tiled_linear: unknown activation {activation!r}; valid: "
+                         + ", ".join(repr(a) for a in ACTIVATIONS) + " (or None)")
+    torch._check(weight.dim() == 2, lambda: "tilelab::tiled_linear: weight must be 2-D (out_features, in_features), "
+                                            f"got shape {list(weight.shape)}")
+    torch._check(x.dim() >= 1, lambda: "tilelab::tiled_linear: x must have at least 1 dimension")
+    torch._check(x.shape[-1] == weight.shape[1],
+                 lambda: f"tilelab::tiled_linear: x has {x.shape[-1]} features but weight of shape "
+                         f"{list(weight.shape)} expects {weight.shape[1]}")
+    torch._check(x.dtype == weight.dtype,
+                 lambda: f"tilelab::tiled_linear: x and weight must have the same dtype, got {x.dtype} and "
+                         f"{weight.dtype}")
+    torch._check(x.dtype in SUPPORTED_DTYPES, lambda: f"tilelab::tiled_linear: unsupported dtype {x.dtype}")
+    torch._check(x.device == weight.device,
+                 lambda: f"tilelab::tiled_linear: x is on {x.device} and weight is on {weight.device}")
+    N = weight.shape[0]
+    if bias is not None:
+        torch._check(bias.dim() == 0 or (bias.dim() == 1 and bias.shape[0] in (1, N)),
+                     lambda: f"tilelab::tiled_linear: bias must have shape ({N},), got {list(bias.shape)}")
+        _check_bias("tiled_linear", bias, x, 1, N)
+    return x.new_empty((*x.shape[:-1], N))
 
 
 # Autograd is registered in C++ (csrc/autograd.cpp, the Autograd dispatch key):
@@ -217,8 +271,9 @@ class Explanation:
         d = self.details
         where = d.get("device_name", d.get("device"))
         batch = f"{d['batch']}x" if d.get("batch", 1) > 1 else ""
+        split = f" split-K x{d['split_k']}" if d.get("split_k", 1) > 1 else ""
         return (f"{batch}{d['M']}x{d['N']}x{d['K']} {d['dtype']} on {d.get('device')} ({where}): "
-                f"{self.kernel} -- {self.reason}")
+                f"{self.kernel}{split} -- {self.reason}")
 
 
 def explain(a: Tensor, b: Tensor, *, variant: Optional[str] = None, tile: Optional[int] = None) -> Explanation:

@@ -69,9 +69,10 @@ void micro_tiles(const Acc* __restrict__ ap, const Acc* __restrict__ bp, Acc* __
   plain(mfull, mb, 0, nb);
 }
 
-// C = A @ B (+ bias) of problem p (../gemm.h): any operand strides, batch
-// strides (0 = broadcast) and bias strides. The bias is added in the
-// accumulator type before the one rounding to T, like the CUDA epilogue.
+// C = act(A @ B (+ bias)) of problem p (../gemm.h): any operand strides, batch
+// strides (0 = broadcast) and bias strides. The bias and the activation are
+// applied in the accumulator type before the one rounding to T, like the CUDA
+// epilogue.
 template <typename T>
 void cpu_mm(const GemmProblem& p) {
   using Acc = typename CpuAcc<T>::type;
@@ -108,6 +109,7 @@ void cpu_mm(const GemmProblem& p) {
           Acc v = acc[i * kNC + j];
           if (bias != nullptr)
             v += static_cast<Acc>(bias[z * p.sbias_b + (m0 + i) * p.sbias_m + (n0 + j) * p.sbias_n]);
+          if (p.act != Activation::None) v = activate(p.act, v);
           c_z[(m0 + i) * p.sc_m + n0 + j] = static_cast<T>(v);
         }
     }

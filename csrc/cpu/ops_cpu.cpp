@@ -13,10 +13,10 @@ namespace tilelab {
 namespace {
 
 at::Tensor gemm_cpu(const char* op, const at::Tensor* bias, const at::Tensor& a, const at::Tensor& b, bool batched,
-                    Variant variant, Tile tile) {
+                    Activation act, Variant variant, Tile tile) {
   check_gemm_inputs(op, bias, a, b, batched);
   cpu::check_cpu_override(variant, tile);
-  GemmCall call = make_gemm(bias, a, b);
+  GemmCall call = make_gemm(bias, a, b, act);
   if (finish_without_product(call)) return call.out;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.scalar_type(), "tilelab_cpu_mm",
                                   [&] { cpu::cpu_mm<scalar_t>(call.problem); });
@@ -44,6 +44,7 @@ TORCH_LIBRARY_IMPL(tilelab, CPU, m) {
   m.impl("tiled_mm", &Ops::mm);
   m.impl("tiled_addmm", &Ops::addmm);
   m.impl("tiled_bmm", &Ops::bmm);
+  m.impl("tiled_linear", &Ops::linear);
   m.impl("_explain", &explain_cpu);
 }
 

@@ -9,8 +9,12 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <atomic>
 #include <sstream>
 #include <utility>
+
+#include "split_reduce.h"
 
 namespace tilelab {
 namespace {
@@ -39,7 +43,91 @@ int64_t tiles(const GemmProblem& p, int bm, int bn) {
   return ((p.M + bm - 1) / bm) * ((p.N + bn - 1) / bn) * p.batch;
 }
 
+// ---- split-K: the estimated time of a row on `s` slices of K. A block's time
+// is a fixed cost (pipeline fill and drain, epilogue) plus, per element of K,
+// the slower of its operand bytes (an SM alone streams ~100 B/ns; all SMs
+// together share ~4.8 TB/s of HBM, an H200's) and its MMAs (per-SM rates of
+// the H200: wgmma 7500 flop/ns half, 3750 TF32; mma.sync 4900 / 2450; fp32
+// FMA 500). A split adds the reduction: a launch plus writing and reading s
+// fp32 slabs of the output at ~3 TB/s. Estimates, not measurements: they only
+// have to rank 1 against s slices where one wave leaves SMs idle.
+constexpr double kBlockFixedNs = 2000, kReduceLaunchNs = 3000, kSmBytesPerNs = 100, kHbmBytesPerNs = 4800,
+                 kReduceBytesPerNs = 3000;
+constexpr int64_t kMaxSlabBytes = int64_t{256} << 20;  // workspace cap
+
+double mma_flop_per_ns(const KernelConfig& c, c10::ScalarType dtype) {
+  if (c.family == Family::Blocked) return 500;
+  const double r = c.family == Family::Hopper ? 7500 : 4900;
+  return dtype == c10::ScalarType::Float ? r / 2 : r;
+}
+
+double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, int64_t s) {
+  const int64_t bk = c.bk, kt = (p.K + bk - 1) / bk, per = (kt + s - 1) / s;
+  const int64_t blocks = tiles(p, c.bm, c.bn) * s;
+  const int64_t waves = (blocks + d.num_sms - 1) / d.num_sms, resident = std::min<int64_t>(blocks, d.num_sms);
+  const double esize = static_cast<double>(c10::elementSize(p.dtype));
+  const double k_span = static_cast<double>(per * bk);
+  const double bytes = k_span * (std::min<int64_t>(c.bm, p.M) + std::min<int64_t>(c.bn, p.N)) * esize;
+  const double flops = 2.0 * c.bm * c.bn * k_span;
+  const double block_ns = kBlockFixedNs + std::max({bytes / kSmBytesPerNs, resident * bytes / kHbmBytesPerNs,
+                                                     flops / mma_flop_per_ns(c, p.dtype)});
+  const double reduce_ns =
+      s == 1 ? 0.0 : kReduceLaunchNs + 2.0 * s * p.batch * p.M * p.N * 4 / kReduceBytesPerNs;
+  return waves * block_ns + reduce_ns;
+}
+
+std::atomic<int64_t> g_split_override{0};
+
+// The split count for row c on p: the override, or the least estimated time
+// among the counts that keep every block in one wave; `why` gets the sentence.
+int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, std::string& why) {
+  if (!family_splits_k(c.family) || p.dtype == c10::ScalarType::Double) return 1;
+  const int64_t kt = (p.K + c.bk - 1) / c.bk;
+  const int64_t slab = p.batch * p.M * p.N * 4;
+  int64_t cap = std::min<int64_t>({kt, 65535 / std::max<int64_t>(p.batch, 1), kMaxSlabBytes / std::max<int64_t>(slab, 1)});
+  int64_t best = 1;
+  const int64_t forced = g_split_override.load();
+  if (forced > 0) {
+    best = std::min<int64_t>(forced, std::max<int64_t>(cap, 1));
+  } else {
+    const int64_t t = tiles(p, c.bm, c.bn);
+    cap = std::min<int64_t>(cap, d.num_sms / std::max<int64_t>(t, 1));
+    double best_ns = est_ns(c, p, d, 1);
+    for (int64_t s = 2; s <= cap; ++s) {
+      const double ns = est_ns(c, p, d, s);
+      if (ns < best_ns) best = s, best_ns = ns;
+    }
+  }
+  if (best <= 1) return 1;
+  // Slices of ceil(kt / best) k-tiles: as many as that takes, so none is empty.
+  const int64_t per = (kt + best - 1) / best;
+  best = (kt + per - 1) / per;
+  if (best <= 1) return 1;
+  std::ostringstream os;
+  os << "; split-K: K in " << best << " slices of " << per * c.bk << ", reduced in a fixed order ("
+     << (forced > 0 ? "forced by _set_split_k" : "estimated ") ;
+  if (forced <= 0)
+    os << static_cast<int64_t>(est_ns(c, p, d, best) / 1000) << " us vs " << static_cast<int64_t>(est_ns(c, p, d, 1) / 1000)
+       << " us unsplit: fewer tiles than SMs";
+  os << ")";
+  why = os.str();
+  return static_cast<int>(best);
+}
+
+Choice with_splits(Choice ch, const GemmProblem& p, const DeviceInfo& d) {
+  std::string why;
+  ch.splits = plan_splits(*ch.cfg, p, d, why);
+  ch.reason += why;
+  return ch;
+}
+
 }  // namespace
+
+void set_split_k_override(int64_t splits) {
+  TORCH_CHECK(splits >= 0, "tilelab::_set_split_k: splits must be >= 1 (or None to restore the estimate), got ",
+              splits);
+  g_split_override.store(splits);
+}
 
 std::string cannot_run(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d) {
   std::ostringstream os;
@@ -61,7 +149,8 @@ std::string cannot_run(const KernelConfig& c, const GemmProblem& p, const Device
   return os.str();
 }
 
-Choice choose(const GemmProblem& p, const DeviceInfo& d) {
+namespace {
+Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   auto pick = [&](int row, const char* why) -> Choice {
     const KernelConfig& c = kConfigs[row];
     if (cannot_run(c, p, d).empty()) return Choice{&c, why};
@@ -170,6 +259,9 @@ Choice choose(const GemmProblem& p, const DeviceInfo& d) {
   TORCH_CHECK(false, "tilelab: no kernel for ", dtype_str(p.dtype), " ", p.M, "x", p.N, "x", p.K, " on cuda:",
               d.index, " (", d.name, ", sm_", d.sm, ")");
 }
+}  // namespace
+
+Choice choose(const GemmProblem& p, const DeviceInfo& d) { return with_splits(choose_row(p, d), p, d); }
 
 namespace {
 
@@ -226,7 +318,7 @@ Choice select_kernel(const GemmProblem& p, const DeviceInfo& d, std::optional<st
       }
       TORCH_CHECK(c != nullptr, "tilelab: no config of variant '", v, "' runs ", dtype_str(p.dtype), " on cuda:",
                   d.index, " (", d.name, "): ", why_not);
-      return Choice{c, "user override: variant='" + v + "', largest tile that runs here"};
+      return with_splits(Choice{c, "user override: variant='" + v + "', largest tile that runs here"}, p, d);
     }
     for (const auto& row : kConfigs)
       if (v == row.variant && row.tile == *tile) c = &row;
@@ -244,7 +336,7 @@ Choice select_kernel(const GemmProblem& p, const DeviceInfo& d, std::optional<st
   }
   const std::string why = cannot_run(*c, p, d);
   TORCH_CHECK(why.empty(), "tilelab: ", why);
-  return Choice{c, std::string("user override: ") + c->name};
+  return with_splits(Choice{c, std::string("user override: ") + c->name}, p, d);
 }
 
 }  // namespace tilelab

@@ -14,6 +14,7 @@ namespace tilelab {
 struct Choice {
   const KernelConfig* cfg = nullptr;
   std::string reason;
+  int splits = 1;  // slices of K (split-K; 1: none)
 };
 
 // Why row cannot run p on d (the table's columns, then the family's own
@@ -24,8 +25,14 @@ std::string cannot_run(const KernelConfig& row, const GemmProblem& p, const Devi
 Choice choose(const GemmProblem& p, const DeviceInfo& d);
 
 // The user's (variant, tile) validated against the table and the device, or
-// the chooser's pick when both are None (or variant is "auto").
+// the chooser's pick when both are None (or variant is "auto"); then, for a
+// row whose family splits K, the split count of least estimated time.
 Choice select_kernel(const GemmProblem& p, const DeviceInfo& d, std::optional<std::string_view> variant,
                      std::optional<int64_t> tile);
+
+// Testing hook (torch.ops.tilelab._set_split_k): a positive count forces that
+// many K slices (at most one per k-tile) on every row whose family splits K;
+// 0 restores the estimate.
+void set_split_k_override(int64_t splits);
 
 }  // namespace tilelab

@@ -13,6 +13,7 @@
 #include "../gemm.h"
 #include "chooser.h"
 #include "launch.h"
+#include "split_reduce.h"
 
 namespace tilelab {
 namespace {
@@ -63,13 +64,21 @@ const char* layout_name(const Operand& o, bool is_a) {
 }  // namespace
 
 at::Tensor gemm_cuda(const char* op, const at::Tensor* bias, const at::Tensor& a, const at::Tensor& b,
-                     bool batched, std::optional<c10::string_view> variant, std::optional<int64_t> tile) {
+                     bool batched, Activation act, std::optional<c10::string_view> variant,
+                     std::optional<int64_t> tile) {
   check_gemm_inputs(op, bias, a, b, batched);
   const c10::cuda::CUDAGuard guard(a.device());
-  GemmCall call = make_gemm(bias, a, b);
+  GemmCall call = make_gemm(bias, a, b, act);
   const Choice choice = choose_for(call.problem, a.get_device(), variant, tile);
   if (finish_without_product(call)) return call.out;
   GemmProblem p = call.problem;
+  p.splits = choice.splits;
+  // The tile families' epilogues take no activation (launch.h,
+  // family_applies_activation): they store act-free, then one pass applies it.
+  // gemv, the textbook kernels and the split-K reduction apply it themselves.
+  const bool act_after =
+      p.act != Activation::None && p.splits == 1 && !family_applies_activation(choice.cfg->family);
+  if (act_after) p.act = Activation::None;
   const int64_t B = p.batch, esize = static_cast<int64_t>(c10::elementSize(p.dtype));
   const auto* a0 = static_cast<const char*>(p.a.data);
   const auto* b0 = static_cast<const char*>(p.b.data);
@@ -79,8 +88,10 @@ at::Tensor gemm_cuda(const char* op, const at::Tensor* bias, const at::Tensor& a
     p.a.data = a0 + z0 * p.a.s_batch * esize;
     p.b.data = b0 + z0 * p.b.s_batch * esize;
     p.c = c0 + z0 * p.sc_b * esize;
-    launch(*choice.cfg, p);
+    if (p.splits > 1) split_k_gemm(*choice.cfg, p);
+    else launch(*choice.cfg, p);
   }
+  if (act_after) apply_activation_(call.out, call.problem.act);
   return call.out;
 }
 
@@ -98,7 +109,8 @@ std::string explain_cuda(const at::Tensor& a, const at::Tensor& b, std::optional
      << ", \"device\": \"cuda:" << d.index << "\", \"device_name\": \"" << json_escape(d.name) << "\", \"sm\": " << d.sm
      << ", \"num_sms\": " << d.num_sms << ", \"batch\": " << p.batch << ", \"M\": " << p.M << ", \"N\": " << p.N << ", \"K\": " << p.K
      << ", \"dtype\": \"" << dtype_str(p.dtype) << "\", \"a_layout\": \"" << layout_name(p.a, true)
-     << "\", \"b_layout\": \"" << layout_name(p.b, false) << "\", \"reason\": \"" << json_escape(choice.reason)
+     << "\", \"b_layout\": \"" << layout_name(p.b, false) << "\", \"split_k\": " << choice.splits
+     << ", \"reason\": \"" << json_escape(choice.reason)
      << "\"}";
   return os.str();
 }

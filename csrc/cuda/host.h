@@ -7,14 +7,17 @@
 #include <optional>
 #include <string>
 
+#include "../activation.h"
+
 namespace tilelab {
 
-// out = a @ b (+ bias): validate (op names the op in errors), choose the row
+// out = act(a @ b (+ bias)): validate (op names the op in errors), choose the row
 // (or validate the user's override, also when there is nothing to compute),
 // launch on the current stream of the operands' device. `batched`: 3-D
 // operands (tiled_bmm), else 2-D; bias may be null.
 at::Tensor gemm_cuda(const char* op, const at::Tensor* bias, const at::Tensor& a, const at::Tensor& b,
-                     bool batched, std::optional<c10::string_view> variant, std::optional<int64_t> tile);
+                     bool batched, Activation act, std::optional<c10::string_view> variant,
+                     std::optional<int64_t> tile);
 
 // What gemm_cuda would run for a, b (2-D: tiled_mm; 3-D: tiled_bmm), and why, as JSON
 // (tilelab_torch.explain).

@@ -44,6 +44,13 @@ struct DeviceInfo {
 TILELAB_FAMILIES(TILELAB_FAMILY_DECL)
 #undef TILELAB_FAMILY_DECL
 
+// Whether the family's epilogue applies an activation itself. The tile
+// families (blocked, tensorcore, hopper) do not (kernels/epilogue.cuh,
+// with_epilogue): gemm_cuda applies it after them in one pass.
+constexpr bool family_applies_activation(Family f) {
+  return f == Family::Naive || f == Family::Tiled || f == Family::Padded || f == Family::Gemv;
+}
+
 // Runs row's kernel on p (the family switch).
 inline void launch(const KernelConfig& row, const GemmProblem& p) {
 #define TILELAB_FAMILY_LAUNCH(E, n, c) \
@@ -68,7 +75,8 @@ GemmArgs<T> device_args(const GemmProblem& p) {
   return GemmArgs<T>{static_cast<const T*>(p.a.data), static_cast<const T*>(p.b.data), static_cast<T*>(p.c),
                      static_cast<const T*>(p.bias), static_cast<int>(p.M), static_cast<int>(p.N),
                      static_cast<int>(p.K), p.a.s_mn, p.a.s_k, p.a.s_batch, p.b.s_k, p.b.s_mn, p.b.s_batch,
-                     p.sc_m, p.sc_b, p.sbias_m, p.sbias_n, p.sbias_b};
+                     p.sc_m, p.sc_b, p.sbias_m, p.sbias_n, p.sbias_b, p.act, static_cast<int>(p.batch),
+                     p.splits, p.partial};
 }
 
 namespace detail {
@@ -109,15 +117,17 @@ void with_layouts(const GemmProblem& p, Fn&& fn) {
 }
 
 // The data-parallel grid: one block per bm x bn tile of C (m along x, which
-// allows 2^31-1 tiles), n tiles along y and the batch along z (each at most
-// 65535 in CUDA; the host path launches larger batches in chunks).
+// allows 2^31-1 tiles), n tiles along y and the batch (times the K splits)
+// along z (each at most 65535 in CUDA; the host path launches larger batches
+// in chunks, and the chooser splits K only while batch x splits fits).
 inline dim3 grid_for(const GemmProblem& p, int bm, int bn) {
   const int64_t gx = (p.M + bm - 1) / bm;
   const int64_t gy = (p.N + bn - 1) / bn;
+  const int64_t gz = p.batch * p.splits;
   TORCH_CHECK(gy <= 65535, "tilelab: N=", p.N, " needs ", gy, " column tiles of ", bn,
               " but CUDA allows 65535 grid rows; use a config with a wider tile");
-  TORCH_CHECK(p.batch <= 65535, "tilelab: batch=", p.batch, " exceeds CUDA's 65535 grid layers");
-  return dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy), static_cast<unsigned>(p.batch));
+  TORCH_CHECK(gz <= 65535, "tilelab: batch=", p.batch, " x ", p.splits, " K splits exceeds CUDA's 65535 grid layers");
+  return dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy), static_cast<unsigned>(gz));
 }
 
 // M, N and K all multiples of t: the unpredicated fast path applies.

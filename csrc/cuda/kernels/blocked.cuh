@@ -254,8 +254,9 @@ __global__ void __launch_bounds__(BlockedShape<BM, BN, BK, TM, TN, kPad, kStages
   // outputs (m >= m_lo, n >= n_lo). The rows it computes twice cost nothing
   // extra: the zero-filled rows of an unshifted edge tile cost the same FMAs.
   using Sched = LinearScheduler;
-  static_assert(!Sched::kSplitsK && !Sched::kPersistent, "blocked: one whole-K tile per block");
-  const WorkTile w = Sched::first((p.K + BK - 1) / BK);
+  static_assert(!Sched::kPersistent, "blocked: one tile per block");
+  const WorkTile w = Sched::first((p.K + BK - 1) / BK, p.splits, p.batch);
+  narrow_k(p, w, BK);  // split-K: this block's k-tiles only
   const int m_lo = w.tm * BM, n_lo = w.tn * BN, bz = w.batch;
   const int m0 = CopyA::kShifts && p.M >= BM ? min(m_lo, p.M - BM) : m_lo;
   const int n0 = CopyB::kShifts && p.N >= BN ? min(n_lo, p.N - BN) : n_lo;
@@ -290,7 +291,7 @@ __global__ void __launch_bounds__(BlockedShape<BM, BN, BK, TM, TN, kPad, kStages
 #pragma unroll
     for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
 
-  const int ktiles = w.k_end;
+  const int ktiles = w.k_end - w.k_begin;
   // Prologue: kStages-1 tiles in flight. One commit per tile, also for tiles
   // past the end (zero-filled, never read), so wait<kStages-2> always means
   // "the oldest tile not yet read has landed".
@@ -389,16 +390,18 @@ __global__ void __launch_bounds__(BlockedShape<BM, BN, BK, TM, TN, kPad, kStages
     }
     out.bias = nullptr;
   }
+  with_epilogue(p, [&](auto epi) {
 #pragma unroll
-  for (int i = 0; i < TM; ++i) {
-    const int m = m0 + wm0 + (i / 4) * 16 + ly * 4 + i % 4;
-    if (m >= p.M || m < m_lo) continue;
-    const OutputRow<float> row = output_row(out, bz, m);
+    for (int i = 0; i < TM; ++i) {
+      const int m = m0 + wm0 + (i / 4) * 16 + ly * 4 + i % 4;
+      if (m >= p.M || m < m_lo) continue;
+      const auto row = output_row<decltype(epi)>(out, bz, m, w.split);
 #pragma unroll
-    for (int j = 0; j < TN / 4; ++j)
-      row.store_quad(n0 + wn0 + j * 32 + lx * 4, n_lo, acc[i][4 * j], acc[i][4 * j + 1], acc[i][4 * j + 2],
-                     acc[i][4 * j + 3], vec);
-  }
+      for (int j = 0; j < TN / 4; ++j)
+        row.store_quad(n0 + wn0 + j * 32 + lx * 4, n_lo, acc[i][4 * j], acc[i][4 * j + 1], acc[i][4 * j + 2],
+                       acc[i][4 * j + 3], vec);
+    }
+  });
 }
 
 }  // namespace tilelab

@@ -1,6 +1,7 @@
 #pragma once
-// The epilogue every family ends with: accumulators -> (+ bias) -> output
-// dtype -> global memory, predicated at the M/N edges. A kernel takes a row of
+// The epilogue every family ends with: accumulators -> (+ bias) -> (activation)
+// -> output dtype -> global memory, predicated at the M/N edges; or, for a
+// split-K slice, the raw fp32 sums into its slab of the workspace. A kernel takes a row of
 // the output (output_row: addressed once) and stores per accumulator layout:
 //   store         one output (the textbook kernels, and every edge element);
 //   store_pair    two adjacent columns (mma.sync and wgmma fragments: rows g
@@ -17,30 +18,68 @@
 
 namespace tilelab {
 
+// What an epilogue does besides the bias: an activation, or (kPart) raw fp32
+// sums into a split-K slab. The tile kernels fix it at compile time and branch
+// once per tile (with_epilogue), so their unrolled store loops carry no
+// per-element test. EpiAny reads both at run time: the textbook and gemv
+// kernels and the split-K reduction, a few stores per thread.
+template <Activation A, bool P>
+struct Epi {
+  static constexpr Activation kAct = A;
+  static constexpr bool kPart = P;
+  static constexpr bool kAny = false;
+};
+struct EpiAny {
+  static constexpr Activation kAct = Activation::None;
+  static constexpr bool kPart = false;
+  static constexpr bool kAny = true;
+};
+
 // Row m of batch bz of C (and of the bias), addressed once per row: a store
 // then costs one add. Every store goes through value(), the one place where
-// the bias (and, later, an activation) is applied.
-template <typename T>
+// the bias and the activation are applied.
+template <typename T, typename E = EpiAny>
 struct OutputRow {
   T* c;                     // &C[bz, m, 0]
   const T* bias;            // &bias[bz, m, 0], nullptr when there is no bias
   int64_t sbias_n;
   int N;
+  Activation act;           // read only by EpiAny
+  float* part;              // split-K: &slab[m, 0] of this split (EpiAny: nullptr when not split)
 
-  // The value stored for accumulator `acc` at column n: acc (+ bias), rounded
-  // once to T by the caller.
+  __device__ __forceinline__ bool partial() const {
+    if constexpr (E::kAny) return part != nullptr;
+    else return E::kPart;
+  }
+  // The value stored for accumulator `acc` at column n: act(acc (+ bias)),
+  // rounded once to T by the caller.
   template <typename Acc>
   __device__ __forceinline__ Acc value(int n, Acc acc) const {
     if (bias != nullptr) acc += static_cast<Acc>(bias[n * sbias_n]);
+    if constexpr (E::kAny) {
+      if (act != Activation::None) acc = activate(act, acc);
+    } else if constexpr (E::kAct != Activation::None) {
+      acc = activate(E::kAct, acc);
+    }
     return acc;
   }
   // One output, n < N.
   template <typename Acc>
   __device__ __forceinline__ void store(int n, Acc acc) const {
-    c[n] = static_cast<T>(value(n, acc));
+    if (partial()) part[n] = static_cast<float>(acc);
+    else c[n] = static_cast<T>(value(n, acc));
   }
   // Columns n and n + 1 (those < N); `vec`: vector_ok<2>(p), one 32-/64-bit store.
   __device__ __forceinline__ void store_pair(int n, float x, float y, bool vec) const {
+    if (partial()) {  // slabs are M x N fp32: a pair is 8-byte aligned when N (and n) are even
+      if (n + 1 < N && (N % 2) == 0) {
+        *reinterpret_cast<float2*>(part + n) = make_float2(x, y);
+      } else {
+        if (n < N) part[n] = x;
+        if (n + 1 < N) part[n + 1] = y;
+      }
+      return;
+    }
     if (vec && n + 1 < N) {
       x = value(n, x);
       y = value(n + 1, y);
@@ -62,7 +101,7 @@ struct OutputRow {
   // N by the caller).
   __device__ __forceinline__ void store_quad(int n, int n_lo, float v0, float v1, float v2, float v3,
                                              bool vec) const {
-    if (vec) {
+    if (vec && !partial()) {
       if (n < N && n >= n_lo)
         *reinterpret_cast<float4*>(c + n) = make_float4(value(n, v0), value(n + 1, v1), value(n + 2, v2), value(n + 3, v3));
     } else {
@@ -74,12 +113,27 @@ struct OutputRow {
   }
 };
 
-// Row m (< M) of batch bz.
-template <typename T>
-__device__ __forceinline__ OutputRow<T> output_row(const GemmArgs<T>& p, int bz, int m) {
-  return OutputRow<T>{p.c + bz * p.sc_b + static_cast<int64_t>(m) * p.sc_m,
+// Row m (< M) of batch bz (of split `split`'s slab under split-K).
+template <typename E = EpiAny, typename T>
+__device__ __forceinline__ OutputRow<T, E> output_row(const GemmArgs<T>& p, int bz, int m, int split = 0) {
+  return OutputRow<T, E>{p.c + bz * p.sc_b + static_cast<int64_t>(m) * p.sc_m,
                       p.bias == nullptr ? nullptr : p.bias + bz * p.sbias_b + static_cast<int64_t>(m) * p.sbias_m,
-                      p.sbias_n, p.N};
+                      p.sbias_n, p.N, p.act,
+                      p.partial == nullptr ? nullptr
+                                           : p.partial + (static_cast<int64_t>(split) * p.batch + bz) * p.M * p.N +
+                                                 static_cast<int64_t>(m) * p.N};
+}
+
+// Calls f(Epi<...>{}) for p's epilogue kind in a tile kernel: one uniform
+// branch per tile between the direct store and a split-K slice's raw sums.
+// The tile kernels take no activation (p.act is None: the host applies it
+// after them, gemm_cuda in host.cpp): compiled into every store of their
+// unrolled epilogues -- as a run-time switch, or as one copy per activation --
+// it made them 2-3x slower or their translation units too slow to build.
+template <typename T, typename F>
+__device__ __forceinline__ void with_epilogue(const GemmArgs<T>& p, F&& f) {
+  if (p.partial != nullptr) f(Epi<Activation::None, true>{});
+  else f(Epi<Activation::None, false>{});
 }
 
 // One output element of batch bz; the caller guarantees m < M and n < N.

@@ -103,7 +103,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemmArgs<T> p) {
 #pragma unroll
     for (int off = 16; off > 0; off /= 2) acc[r] += __shfl_down_sync(0xffffffffu, acc[r], off);
   }
-  if (lane == 0) {
+  if (lane == 0) {  // (the epilogue reads the activation at run time: one store per row)
 #pragma unroll
     for (int r = 0; r < kRows; ++r)
       if (r < rows) output_row(p, w.batch, m0 + r).store(n, acc[r]);

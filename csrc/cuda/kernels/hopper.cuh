@@ -49,7 +49,8 @@
 //
 // Boundary safety: any M, N, K >= 1. The TMA zero-fills every element of a box
 // outside the tensor (the K tail contributes exact zeros; rows and columns past
-// M/N are computed and not stored). TMA needs a 16-byte aligned base and
+// M/N are computed and not stored; split-K slices are whole k-tiles, the last
+// one ending in the tail). TMA needs a 16-byte aligned base and
 // 16-byte multiples for the row and batch strides: the launcher copies an
 // operand that is not (aligned_copy.h). Stores are predicated per element; the
 // epilogue adds the optional bias and honours the batch (blockIdx.z).
@@ -232,7 +233,7 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
   using namespace hopper;
   static_assert(smem_bytes<BN, kStages>() <= kMaxSmemBytes, "hopper: the ring must fit in shared memory");
   using Sched = GroupedScheduler;
-  static_assert(!Sched::kPersistent, "hopper: one tile per block");
+  static_assert(!Sched::kPersistent, "hopper: one tile per block");  // (split-K: part of K per block)
   constexpr int kStageBytes = stage_bytes<BN>();
   constexpr int kABytes = kTileM * 128;
   constexpr int kTileK = tile_k<T>();  // also a box's extent along its contiguous dimension
@@ -258,7 +259,7 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
   __syncthreads();
 
   // The k-tiles [k_begin, k_end) of this tile: slot i of the ring holds k-tile k_begin + i.
-  const WorkTile w = Sched::first((p.K + kTileK - 1) / kTileK);
+  const WorkTile w = Sched::first((p.K + kTileK - 1) / kTileK, p.splits, p.batch);
   const int m0 = w.tm * kTileM, n0 = w.tn * BN, bz = w.batch;
   const int ktiles = w.k_end - w.k_begin;
 
@@ -336,14 +337,16 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
       }
       out.bias = nullptr;
     }
+    with_epilogue(p, [&](auto epi) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int m = mrow + 8 * h;
-      if (m >= p.M) continue;
-      const OutputRow<T> row = output_row(out, bz, m);
+      for (int h = 0; h < 2; ++h) {
+        const int m = mrow + 8 * h;
+        if (m >= p.M) continue;
+        const auto row = output_row<decltype(epi)>(out, bz, m, w.split);
 #pragma unroll
-      for (int j = 0; j < BN / 8; ++j) row.store_pair(n0 + 8 * j + 2 * t, d[4 * j + 2 * h], d[4 * j + 2 * h + 1], vec);
-    }
+        for (int j = 0; j < BN / 8; ++j) row.store_pair(n0 + 8 * j + 2 * t, d[4 * j + 2 * h], d[4 * j + 2 * h + 1], vec);
+      }
+    });
   }
 #else
   // Not compiled for sm_90a: the chooser never launches this (launch_hopper.cu: hopper_cannot_run).

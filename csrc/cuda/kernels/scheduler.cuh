@@ -5,19 +5,24 @@
 //
 //   for (WorkTile w = Sched::first(args); w.valid; w = Sched::next(w, args)) { ... }
 //
-// or, while it serves one tile per block, just `Sched::first(args)`. A kernel
-// that reads only the whole of K static_asserts !Sched::kSplitsK.
-// DataParallel is today's scheduler: one tile per block, the whole of K, the
-// batch as a coordinate (blockIdx.z), in linear or grouped order. A
-// persistent scheduler (a grid of one block per SM walking the tiles) returns
-// more than one WorkTile from next(); a split-K or stream-K one gives each
-// block a part of K (k_begin, k_end in k-tiles) and a fix-up pass reduces the
-// partial sums.
+// or, while it serves one tile per block, just `Sched::first(...)`.
+// DataParallel is one tile per block, the batch as a coordinate (blockIdx.z),
+// in linear or grouped order, and optionally split-K: with `splits` > 1 the
+// grid's z holds splits x batch blocks per tile and each computes a
+// contiguous range of k-tiles (k_begin, k_end), its partial sums reduced by a
+// second pass (split_reduce.cu) in a fixed order -- the same inputs give
+// bitwise the same output. A kernel that walks K from zero narrows its
+// arguments to its range with narrow_k(). A persistent scheduler (a grid of
+// one block per SM walking the tiles) would return more than one WorkTile
+// from next().
+#include "../gemm_args.h"
+
 namespace tilelab {
 
 struct WorkTile {
   int tm, tn;            // tile coordinates: rows tm * BM.., columns tn * BN..
   int batch;             // which matrix of the batch
+  int split;             // which slice of K (0 without split-K)
   int k_begin, k_end;    // the k-tiles [k_begin, k_end) of this work
   bool valid;
 };
@@ -46,19 +51,30 @@ struct LinearOrder {
   }
 };
 
-// One tile per block: grid (M tiles, N tiles, batch) from grid_for() in launch.h.
+// The k-tiles of split s when k_tiles are cut into `splits` ranges of
+// ceil(k_tiles / splits) (the host picks splits so that none is empty).
+__host__ __device__ __forceinline__ int split_k_begin(int k_tiles, int splits, int s) {
+  const int per = (k_tiles + splits - 1) / splits;
+  return min(k_tiles, s * per);
+}
+
+// One tile per block: grid (M tiles, N tiles, batch x splits) from grid_for() in launch.h.
 template <typename Order>
 struct DataParallel {
-  static constexpr bool kSplitsK = false;  // every WorkTile covers all of K
   static constexpr bool kPersistent = false;
-  // k_tiles: how many k-tiles the whole K holds.
-  static __device__ __forceinline__ WorkTile first(int k_tiles) {
+  // k_tiles: how many k-tiles the whole K holds; splits, batch: GemmArgs' (z = split * batch + batch index).
+  static __device__ __forceinline__ WorkTile first(int k_tiles, int splits = 1, int batch = 1) {
     WorkTile w;
     Order::tile(w.tm, w.tn);
-    w.batch = blockIdx.z;
-    w.k_begin = 0;
-    w.k_end = k_tiles;
     w.valid = true;
+    if (splits == 1) {
+      w.batch = blockIdx.z, w.split = 0, w.k_begin = 0, w.k_end = k_tiles;
+      return w;
+    }
+    w.batch = blockIdx.z % batch;
+    w.split = blockIdx.z / batch;
+    w.k_begin = split_k_begin(k_tiles, splits, w.split);
+    w.k_end = split_k_begin(k_tiles, splits, w.split + 1);
     return w;
   }
   static __device__ __forceinline__ WorkTile next(WorkTile w, int) {
@@ -66,6 +82,18 @@ struct DataParallel {
     return w;
   }
 };
+
+// For a kernel that walks K from 0 to p.K: moves A and B to the first k-tile
+// of w (bk elements each) and cuts K to its range, so the kernel's own edge
+// handling covers the last split's tail.
+template <typename T>
+__device__ __forceinline__ void narrow_k(GemmArgs<T>& p, const WorkTile& w, int bk) {
+  if (p.splits == 1) return;
+  const int k0 = w.k_begin * bk;
+  p.a += k0 * p.sa_k;
+  p.b += k0 * p.sb_k;
+  p.K = min(p.K - k0, (w.k_end - w.k_begin) * bk);
+}
 
 constexpr int kGroupM = 8;  // tile rows per group of the tensor-core families' grouped order
 using GroupedScheduler = DataParallel<GroupedOrder<kGroupM>>;

@@ -236,7 +236,7 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32, tc::min_blocks<kWarpsM
   using LA = tc::TileLayout<T, kAK, BM, BK, kPad>;
   using LB = tc::TileLayout<T, kBK, BN, BK, kPad>;
   using Sched = GroupedScheduler;
-  static_assert(!Sched::kSplitsK && !Sched::kPersistent, "tensorcore: one whole-K tile per block");
+  static_assert(!Sched::kPersistent, "tensorcore: one tile per block");
   constexpr int kStageBytes = LA::kBytes + LB::kBytes;
 
   extern __shared__ __align__(16) unsigned char tc_smem[];
@@ -245,8 +245,9 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32, tc::min_blocks<kWarpsM
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int wm0 = (warp % kWarpsM) * WM, wn0 = (warp / kWarpsM) * WN;
 
+  const WorkTile w = Sched::first((p.K + BK - 1) / BK, p.splits, p.batch);
+  narrow_k(p, w, BK);  // split-K: this block's k-tiles only
   const int M = p.M, N = p.N, K = p.K;
-  const WorkTile w = Sched::first((K + BK - 1) / BK);
   const int m0 = w.tm * BM, n0 = w.tn * BN, bz = w.batch;
   const T* A = p.a + bz * p.sa_b;
   const T* B = p.b + bz * p.sb_b;
@@ -332,7 +333,7 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32, tc::min_blocks<kWarpsM
 #pragma unroll
       for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.f;
 
-  const int ktiles = w.k_end;
+  const int ktiles = w.k_end - w.k_begin;
   // Prologue: tiles 0..kStages-2 into stages 0..kStages-2. One commit per
   // tile, even when empty, so that "group kt" is always the kt-th commit.
 #pragma unroll
@@ -402,16 +403,19 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32, tc::min_blocks<kWarpsM
     }
     out.bias = nullptr;
   }
+  with_epilogue(p, [&](auto epi) {
 #pragma unroll
-  for (int i = 0; i < MI; ++i)
+    for (int i = 0; i < MI; ++i)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int m = m0 + wm0 + i * 16 + g + h * 8;
-      if (m >= M) continue;
-      const OutputRow<T> row = output_row(out, bz, m);
+      for (int h = 0; h < 2; ++h) {
+        const int m = m0 + wm0 + i * 16 + g + h * 8;
+        if (m >= M) continue;
+        const auto row = output_row<decltype(epi)>(out, bz, m, w.split);
 #pragma unroll
-      for (int j = 0; j < NI; ++j) row.store_pair(n0 + wn0 + j * 8 + 2 * t, acc[i][j][2 * h], acc[i][j][2 * h + 1], vec);
-    }
+        for (int j = 0; j < NI; ++j)
+          row.store_pair(n0 + wn0 + j * 8 + 2 * t, acc[i][j][2 * h], acc[i][j][2 * h + 1], vec);
+      }
+  });
 }
 
 }  // namespace tilelab

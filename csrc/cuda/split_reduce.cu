@@ -1,0 +1,83 @@
+// The second pass of split-K (scheduler.cuh): C = act(sum over splits of the
+// fp32 slabs + bias), the slabs added in split order 0, 1, ... so the result
+// does not depend on which block finished first (no atomics): the same inputs
+// give bitwise the same output every call. The bias, the activation and the
+// rounding to the output dtype go through the common epilogue (OutputRow), once.
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+
+#include "kernels/epilogue.cuh"
+#include "launch.h"
+#include "split_reduce.h"
+
+namespace tilelab {
+namespace {
+
+constexpr int kReduceThreads = 256;
+
+// One thread per kVec consecutive columns of one row (kVec = 4 when N % 4 == 0:
+// float4 loads of each slab).
+template <typename T, int kVec>
+__global__ void __launch_bounds__(kReduceThreads) split_reduce_kernel(GemmArgs<T> p, const float* __restrict__ slabs,
+                                                                      int splits) {
+  const int64_t groups_per_row = (p.N + kVec - 1) / kVec;
+  const int64_t rows = static_cast<int64_t>(p.batch) * p.M;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kReduceThreads + threadIdx.x;
+  if (i >= rows * groups_per_row) return;
+  const int64_t row = i / groups_per_row;
+  const int n = static_cast<int>(i % groups_per_row) * kVec;
+  const int bz = static_cast<int>(row / p.M), m = static_cast<int>(row % p.M);
+  const int64_t slab = rows * p.N;  // elements of one split's (batch, M, N) slab
+  const float* src = slabs + row * p.N + n;
+  float acc[kVec] = {};
+  for (int s = 0; s < splits; ++s, src += slab) {
+    if constexpr (kVec == 4) {
+      const float4 v = *reinterpret_cast<const float4*>(src);
+      acc[0] += v.x, acc[1] += v.y, acc[2] += v.z, acc[3] += v.w;
+    } else {
+      acc[0] += *src;
+    }
+  }
+  const OutputRow<T> out = output_row(p, bz, m);
+#pragma unroll
+  for (int j = 0; j < kVec; ++j)
+    if (n + j < p.N) out.store(n + j, acc[j]);
+}
+
+template <typename T>
+void launch_reduce(const GemmProblem& p, const float* slabs, int splits, cudaStream_t stream) {
+  GemmProblem q = p;
+  q.partial = nullptr;
+  q.splits = 1;
+  const GemmArgs<T> args = device_args<T>(q);
+  const bool vec = p.N % 4 == 0;  // slabs are contiguous (batch, M, N) fp32: 16-byte rows when N % 4 == 0
+  const int64_t groups = p.batch * p.M * ((p.N + (vec ? 3 : 0)) / (vec ? 4 : 1));
+  const dim3 grid(static_cast<unsigned>((groups + kReduceThreads - 1) / kReduceThreads));
+  if (vec) split_reduce_kernel<T, 4><<<grid, kReduceThreads, 0, stream>>>(args, slabs, splits);
+  else split_reduce_kernel<T, 1><<<grid, kReduceThreads, 0, stream>>>(args, slabs, splits);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+void split_k_gemm(const KernelConfig& row, const GemmProblem& p) {
+  TORCH_CHECK(p.splits > 1 && p.dtype != at::kDouble, "tilelab: split-K needs splits > 1 and a float/half dtype");
+  // The workspace comes from PyTorch's caching allocator on the current
+  // stream: no synchronisation, and CUDA-graph capturable.
+  const at::Tensor slabs = at::empty({p.splits * p.batch * p.M * p.N},
+                                     at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, at::cuda::current_device()));
+  GemmProblem slices = p;  // raw sums: bias and activation wait for the reduction
+  slices.partial = slabs.data_ptr<float>();
+  slices.bias = nullptr;
+  slices.act = Activation::None;
+  launch(row, slices);
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
+  switch (p.dtype) {
+    case at::kFloat: launch_reduce<float>(p, slabs.data_ptr<float>(), p.splits, stream); break;
+    case at::kHalf: launch_reduce<c10::Half>(p, slabs.data_ptr<float>(), p.splits, stream); break;
+    case at::kBFloat16: launch_reduce<c10::BFloat16>(p, slabs.data_ptr<float>(), p.splits, stream); break;
+    default: TORCH_CHECK(false, "tilelab: split-K: unsupported dtype ", dtype_str(p.dtype));
+  }
+}
+
+}  // namespace tilelab

@@ -1,0 +1,236 @@
+"""tiled_linear: act(F.linear(x, W, b)) in one op -- values against torch, errors,
+opcheck, autograd (the fused kernel without a gradient, a recorded composition
+with one), autocast and torch.compile; on CUDA every activation through every
+row that runs, and split-K (forced slice counts, the estimate, determinism)."""
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.testing._internal.optests import opcheck
+
+import tilelab_torch
+from conftest import TOL, cuda_kernels, kernel_tol, precision_for
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+linear = torch.ops.tilelab.tiled_linear
+ACTS = {
+    None: lambda z: z,
+    "relu": torch.relu,
+    "gelu": F.gelu,
+    "gelu_tanh": lambda z: F.gelu(z, approximate="tanh"),
+    "silu": F.silu,
+}
+
+
+def reference(x, w, b, act):
+    z = F.linear(x.double(), w.double(), None if b is None else b.double())
+    return ACTS[act](z)
+
+
+def scaled_err(out, x, w, b):
+    """max |out - ref| over max(|x||W|^T + |b|): the product's error bound, times the
+    activations' largest slope (< 1.13)."""
+    scale = x.double().abs() @ w.double().abs().t()
+    if b is not None:
+        scale = scale + b.double().abs()
+    return scale.max().clamp_min(1e-30)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("act", list(ACTS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+def test_matches_torch(device, act, dtype):
+    torch.manual_seed(0)
+    for lead, K, N, bias in (((5,), 7, 3, True), ((2, 9), 33, 17, False), ((), 16, 8, True), ((4, 1, 3), 65, 130, True)):
+        x = torch.randn(*lead, K, device=device, dtype=dtype)
+        w = torch.randn(N, K, device=device, dtype=dtype)
+        b = torch.randn(N, device=device, dtype=dtype) if bias else None
+        out = tilelab_torch.tiled_linear(x, w, b, activation=act)
+        assert out.shape == (*lead, N) and out.dtype == dtype and out.is_contiguous()
+        err = float((out.double() - reference(x, w, b, act)).abs().max() / scaled_err(out, x, w, b))
+        assert err <= TOL[dtype], f"{lead} K={K} N={N} bias={bias} act={act}: {err:.3g}"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_relu_keeps_nan_and_k0(device):
+    """torch.relu(NaN) is NaN; K = 0 gives act(bias)."""
+    x = torch.tensor([[float("nan"), 1.0]], device=device)
+    w = torch.ones(3, 2, device=device)
+    assert torch.isnan(linear(x, w, None, activation="relu")).all()
+    b = torch.tensor([-1.0, 0.5, 2.0], device=device)
+    out = linear(torch.empty(4, 0, device=device), torch.empty(3, 0, device=device), b, activation="gelu")
+    torch.testing.assert_close(out, F.gelu(b).expand(4, 3))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_errors(device):
+    x, w = torch.randn(4, 5, device=device), torch.randn(3, 5, device=device)
+    with pytest.raises(RuntimeError, match="unknown activation 'tanh'"):
+        linear(x, w, None, activation="tanh")
+    with pytest.raises(RuntimeError, match="weight must be 2-D"):
+        linear(x, torch.randn(5, device=device))
+    with pytest.raises(RuntimeError, match="x has 5 features"):
+        linear(x, torch.randn(3, 4, device=device))
+    with pytest.raises(RuntimeError, match=r"bias must have shape \(3,\)"):
+        linear(x, w, torch.randn(4, device=device))
+    with pytest.raises(RuntimeError, match="same dtype"):
+        linear(x, w.double())
+    # The same rules without a kernel (torch.compile's fake tensors).
+    with torch._subclasses.fake_tensor.FakeTensorMode():
+        fx, fw = torch.empty(4, 5, device=device), torch.empty(3, 4, device=device)
+        with pytest.raises(RuntimeError, match="features"):
+            linear(fx, fw)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck(device):
+    for act in (None, "gelu_tanh"):
+        for bias in (True, False):
+            for rg in (False, True):
+                x = torch.randn(2, 6, 9, device=device, dtype=torch.float64, requires_grad=rg)
+                w = torch.randn(5, 9, device=device, dtype=torch.float64, requires_grad=rg)
+                b = torch.randn(5, device=device, dtype=torch.float64, requires_grad=rg) if bias else None
+                opcheck(linear, (x, w, b), {"activation": act})
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("act", list(ACTS))
+def test_gradcheck(device, act):
+    torch.manual_seed(1)
+    x = torch.randn(3, 4, 5, device=device, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(6, 5, device=device, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(6, device=device, dtype=torch.float64, requires_grad=True)
+    f = lambda x, w, b: linear(x, w, b, activation=act)  # noqa: E731
+    assert torch.autograd.gradcheck(f, (x, w, b))
+    assert torch.autograd.gradgradcheck(f, (x, w, b))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_fused_only_without_grad(device):
+    """No gradient to record: one op, no autograd node. With one: the recorded
+    composition (tiled_addmm, then torch's activation), whose gradients match F's."""
+    x = torch.randn(8, 16, device=device)
+    w = torch.randn(12, 16, device=device, requires_grad=True)
+    b = torch.randn(12, device=device, requires_grad=True)
+    with torch.no_grad():
+        assert linear(x, w, b, activation="silu").grad_fn is None
+    y = linear(x, w, b, activation="silu")
+    assert y.grad_fn is not None and "Silu" in type(y.grad_fn).__name__
+    g = torch.randn_like(y)
+    gw, gb = torch.autograd.grad(y, (w, b), g)
+    rw, rb = torch.autograd.grad(F.silu(F.linear(x, w, b)), (w, b), g)
+    torch.testing.assert_close(gw, rw, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(gb, rb, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_autocast(device):
+    dtype = torch.bfloat16
+    x, w, b = torch.randn(4, 8, device=device), torch.randn(3, 8, device=device), torch.randn(3, device=device)
+    with torch.autocast(device, dtype=dtype):
+        out = linear(x, w, b, activation="gelu")
+        ref = F.gelu(F.linear(x, w, b))
+    assert out.dtype == ref.dtype == dtype
+    torch.testing.assert_close(out, ref, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_torch_compile_fullgraph(device):
+    torch._dynamo.reset()
+
+    @torch.compile(fullgraph=True)
+    def f(x, w, b):
+        return linear(x, w, b, activation="gelu_tanh") * 2
+
+    x, w, b = torch.randn(3, 5, 24, device=device), torch.randn(10, 24, device=device), torch.randn(10, device=device)
+    torch.testing.assert_close(f(x, w, b), 2 * F.gelu(F.linear(x, w, b), approximate="tanh"), rtol=1e-5, atol=1e-5)
+
+
+# ------------------------------------------------------------------- CUDA only
+@pytest.mark.gpu
+@pytest.mark.parametrize("config", [k.name for k in cuda_kernels()])
+def test_every_row_every_activation(config):
+    """The epilogue of each row applies bias then activation once (odd N, a tile edge in M)."""
+    k = next(k for k in cuda_kernels() if k.name == config)
+    for dtype in k.dtypes:
+        x = torch.randn(2, 65, 131, device="cuda", dtype=dtype)
+        w = torch.randn(47, 131, device="cuda", dtype=dtype)
+        b = torch.randn(47, device="cuda", dtype=dtype)
+        with precision_for(k):
+            for act in ACTS:
+                out = linear(x, w, b, activation=act, variant=config)
+                err = float((out.double() - reference(x, w, b, act)).abs().max() / scaled_err(out, x, w, b))
+                assert err <= kernel_tol(k, dtype), f"{config} {dtype} act={act}: {err:.3g}"
+
+
+@pytest.fixture
+def split_k():
+    """Force the split-K count; restored to the estimate afterwards."""
+    yield torch.ops.tilelab._set_split_k
+    torch.ops.tilelab._set_split_k(None)
+
+
+SPLIT_ROWS = [k.name for k in cuda_kernels() if k.family in ("hopper", "tensorcore", "blocked")]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("config", SPLIT_ROWS)
+def test_split_k_forced(config, split_k):
+    """Slice counts that do not divide K's k-tiles, more slices than k-tiles, a K tail
+    inside the last slice, bias added once, an activation after the sum; bitwise equal
+    calls."""
+    k = next(k for k in cuda_kernels() if k.name == config)
+    dtype = k.dtypes[0]
+    for K in (k.block[2] * 7 + 3, 5, 1000):
+        for splits in (2, 3, 64):
+            split_k(splits)
+            x = torch.randn(37, K, device="cuda", dtype=dtype)
+            w = torch.randn(70, K, device="cuda", dtype=dtype)
+            b = torch.randn(70, device="cuda", dtype=dtype)
+            with precision_for(k):
+                e = tilelab_torch.explain(x, w.t(), variant=config)
+                kt = -(-K // k.block[2])  # k-tiles; slices of ceil(kt / splits), none empty
+                per = -(-kt // min(splits, kt))
+                assert e.details["split_k"] == -(-kt // per), e
+                out = linear(x, w, b, activation="gelu", variant=config)
+                again = linear(x, w, b, activation="gelu", variant=config)
+            err = float((out.double() - reference(x, w, b, "gelu")).abs().max() / scaled_err(out, x, w, b))
+            assert err <= kernel_tol(k, dtype), f"{config} K={K} splits={splits}: {err:.3g}"
+            assert torch.equal(out, again), f"{config} K={K} splits={splits}: two calls differ"
+
+
+@pytest.mark.gpu
+def test_split_k_estimate_k_heavy():
+    """A K-heavy product with one output tile is split by the estimate, and explain() says so."""
+    for dtype in (torch.float32, torch.bfloat16):
+        a = torch.randn(64, 65536, device="cuda", dtype=dtype)
+        b = torch.randn(65536, 64, device="cuda", dtype=dtype)
+        e = tilelab_torch.explain(a, b)
+        assert e.details["split_k"] > 1 and "split-K" in e.reason, e
+        out = tilelab_torch.tiled_mm(a, b)
+        err = float((out.double() - a.double() @ b.double()).abs().max() / (a.double().abs() @ b.double().abs()).max())
+        assert err <= TOL[dtype]
+        assert torch.equal(out, tilelab_torch.tiled_mm(a, b))
+    # A full wave of tiles is never split.
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    assert tilelab_torch.explain(a, a).details["split_k"] == 1
+
+
+@pytest.mark.gpu
+def test_split_k_under_cuda_graph(split_k):
+    split_k(4)
+    x = torch.randn(16, 4096, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(256, 4096, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(256, device="cuda", dtype=torch.bfloat16)
+    eager = linear(x, w, b, activation="relu")
+    g = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        linear(x, w, b, activation="relu")  # warm-up on the capture stream
+        with torch.cuda.graph(g):
+            out = linear(x, w, b, activation="relu")
+    torch.cuda.current_stream().wait_stream(s)
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, eager)
+
