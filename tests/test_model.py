@@ -1,5 +1,5 @@
-"""tiled_bmm, tiled_addmm and the model-code helpers (TiledLinear, swap_linear,
-use_tiled), autocast, CUDA graphs."""
+"""tiled_bmm, tiled_addmm and the model-code helpers (TiledLinear, swap, use_tiled),
+autocast, CUDA graphs. swap on real model code: test_swap.py."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -8,7 +8,7 @@ from torch.testing._internal.optests import opcheck
 
 import tilelab_torch
 from conftest import TOL, cuda_kernels, kernel_tol, precision_for
-from tilelab_torch import TiledLinear, swap_linear, use_tiled
+from tilelab_torch import TiledLinear, swap, use_tiled
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 bmm = torch.ops.tilelab.tiled_bmm
@@ -189,13 +189,14 @@ def test_tiled_linear():
     torch.testing.assert_close(gx, x.grad, rtol=1e-5, atol=1e-5)
 
 
-def test_swap_linear_and_use_tiled():
+def test_swap_and_use_tiled():
     torch.manual_seed(0)
     model = Block()
     x = torch.randn(2, 5, 16)
     ref = model(x)
-    assert swap_linear(model) == 4
-    assert swap_linear(model) == 0
+    report = swap(model)
+    assert report.swapped == ["qkv", "proj", "mlp.0", "mlp.2"] and report.fused == [("mlp.0", "gelu")]
+    assert swap(model).swapped == []
     assert sum(isinstance(m, TiledLinear) for m in model.modules()) == 4
     torch.testing.assert_close(model(x), ref, rtol=1e-5, atol=1e-5)
     with use_tiled() as mode:
@@ -289,7 +290,7 @@ def test_bmm_grid_z_chunks():
 def test_cuda_graph_capture_replay():
     torch.manual_seed(0)
     model = Block(32).cuda()
-    swap_linear(model)
+    swap(model)
     x = torch.randn(4, 9, 32, device="cuda")
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
@@ -315,7 +316,7 @@ def test_compile_reduce_overhead():
     model = Block(32).cuda()
     ref_model = Block(32).cuda()
     ref_model.load_state_dict(model.state_dict())
-    swap_linear(model)
+    swap(model)
     f = torch.compile(model, mode="reduce-overhead", fullgraph=True)
     for _ in range(3):
         x = torch.randn(4, 9, 32, device="cuda")

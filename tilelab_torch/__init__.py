@@ -6,22 +6,30 @@
     tilelab_torch.kernels()                              # the config table
     print(tilelab_torch.explain(a, b))                   # what the dispatcher picks, and why
     tilelab_torch.tiled_bmm(x, y); tilelab_torch.tiled_addmm(bias, a, b)
-    tilelab_torch.swap_linear(model)                     # nn.Linear -> TiledLinear
+    y = tilelab_torch.tiled_linear(x, w, b, activation="gelu")   # act(F.linear(x, w, b)), one kernel
+    report = tilelab_torch.swap(model)                   # Linear/Conv1D -> tilelab, activations fused
+    tilelab_torch.unswap(model)                          # the original modules back
     with tilelab_torch.use_tiled() as mode: model(x)     # route matmuls; mode.routed
 """
 import torch  # noqa: F401  (loads libtorch before our extension)
 
 from . import _C  # noqa: F401  (registers torch.ops.tilelab.*)
-from .ops import Explanation, KernelInfo, built_with_cuda, explain, kernels, tiled_addmm, tiled_bmm, tiled_mm
-from .nn import TiledLinear, swap_linear, use_tiled
+from .ops import (Explanation, KernelInfo, built_with_cuda, explain, kernels, tiled_addmm, tiled_bmm, tiled_linear,
+                  tiled_mm)
+from .nn import SwapReport, TiledConv1D, TiledLinear, swap, swap_linear, unswap, use_tiled
 
 __all__ = [
     "tiled_mm",
     "tiled_bmm",
     "tiled_addmm",
+    "tiled_linear",
+    "swap",
+    "unswap",
+    "SwapReport",
     "TiledLinear",
-    "swap_linear",
+    "TiledConv1D",
     "use_tiled",
+    "swap_linear",
     "kernels",
     "explain",
     "built_with_cuda",

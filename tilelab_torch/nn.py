@@ -1,86 +1,497 @@
-"""Drop tilelab under model code: TiledLinear, swap_linear and use_tiled.
+"""Drop tilelab under model code: swap/unswap, TiledLinear, TiledConv1D and use_tiled.
 
-    model = swap_linear(model)            # nn.Linear -> TiledLinear, in place
+    report = swap(model)                  # nn.Linear, Conv1D -> tilelab, Linear+GELU/SiLU fused, in place
+    print(report)                         # what was swapped, fused and left alone (and why)
+    unswap(model)                         # the original modules back
     with use_tiled() as mode:             # torch.matmul/mm/bmm/addmm/F.linear/@ -> tilelab
         loss = model(x).sum()
     print(mode.routed, mode.routed_by)
+
+``swap`` is the fast path: the swapped modules call the op from their forward, no
+Python runs per call beyond it. ``use_tiled`` sees every torch call in its block
+(a TorchFunctionMode), so it costs Python on each one, routed or not.
 """
 from __future__ import annotations
 
 import collections
-from typing import Optional
+import contextlib
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.overrides import TorchFunctionMode
 
-from .ops import SUPPORTED_DTYPES, bias_broadcasts
+from .ops import ACTIVATIONS, SUPPORTED_DTYPES, bias_broadcasts, built_with_cuda
+
+# The attribute on a replacement that holds the module it replaced (in __dict__,
+# not registered as a submodule: state_dict and named_modules do not see it).
+_ORIGINAL = "_tilelab_original"
+
+
+def _check_activation(activation: Optional[str]) -> None:
+    if activation is not None and activation not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {activation!r}; valid: "
+                         + ", ".join(repr(a) for a in ACTIVATIONS) + " (or None)")
 
 
 class TiledLinear(nn.Linear):
-    """``nn.Linear`` whose product runs on tilelab: ``tiled_addmm(bias, x, W.t())``.
+    """``nn.Linear`` on tilelab: ``act(F.linear(x, W, b))`` in one ``tiled_linear`` call.
 
     Same parameters, ``state_dict`` keys and initialisation as :class:`torch.nn.Linear`
-    (it is a subclass). Any leading batch dims: the input is viewed as 2-D
-    ``(-1, in_features)``; the bias add is fused into the kernel's epilogue.
-    ``variant``/``tile`` force a kernel as for :func:`tiled_mm`.
+    (it is a subclass). Any leading batch dims; the bias add and ``activation``
+    (``None``, ``"relu"``, ``"gelu"``, ``"gelu_tanh"``, ``"silu"``) run in the kernel's
+    epilogue. ``variant``/``tile`` force a kernel as for :func:`tiled_mm`.
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None,
-                 variant: Optional[str] = None, tile: Optional[int] = None):
+                 variant: Optional[str] = None, tile: Optional[int] = None, activation: Optional[str] = None):
         super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
-        self.variant = variant
-        self.tile = tile
+        _check_activation(activation)
+        self.variant, self.tile, self.activation = variant, tile, activation
 
     @classmethod
-    def from_linear(cls, linear: nn.Linear, *, variant: Optional[str] = None,
-                    tile: Optional[int] = None) -> "TiledLinear":
+    def from_linear(cls, linear: nn.Linear, *, variant: Optional[str] = None, tile: Optional[int] = None,
+                    activation: Optional[str] = None) -> "TiledLinear":
         """A TiledLinear sharing ``linear``'s parameters (the same Parameter objects,
-        so optimizer state and tied weights stay valid)."""
-        m = torch.nn.utils.skip_init(cls, linear.in_features, linear.out_features, bias=linear.bias is not None,
-                                     device=linear.weight.device, dtype=linear.weight.dtype)
-        m.weight = linear.weight
-        m.bias = linear.bias
-        m.variant, m.tile = variant, tile
+        so optimizer state and tied weights stay valid), computing ``activation(linear(x))``."""
+        m = cls(linear.in_features, linear.out_features, bias=linear.bias is not None, device="meta",
+                variant=variant, tile=tile, activation=activation)
+        m.weight, m.bias = linear.weight, linear.bias
         m.train(linear.training)
         return m
 
     def forward(self, x: Tensor) -> Tensor:
-        lead = x.shape[:-1]
-        x2 = x.reshape(-1, self.in_features)
-        w = self.weight.t()  # column-major view: read in place
-        if self.bias is None:
-            y = torch.ops.tilelab.tiled_mm.default(x2, w, variant=self.variant, tile=self.tile)
-        else:
-            y = torch.ops.tilelab.tiled_addmm.default(self.bias, x2, w, variant=self.variant, tile=self.tile)
-        return y.reshape(*lead, self.out_features)
+        return torch.ops.tilelab.tiled_linear.default(x, self.weight, self.bias, activation=self.activation,
+                                                      variant=self.variant, tile=self.tile)
 
     def extra_repr(self) -> str:
         s = super().extra_repr()
-        if self.variant is not None:
+        if self.activation is not None:
+            s += f", activation={self.activation!r}"
+        if self.variant is not None or self.tile is not None:
             s += f", variant={self.variant!r}, tile={self.tile}"
         return s
 
 
-def swap_linear(model: nn.Module, *, variant: Optional[str] = None, tile: Optional[int] = None) -> int:
-    """Replace every ``nn.Linear`` submodule of ``model`` by a :class:`TiledLinear`, in place.
+class TiledConv1D(nn.Module):
+    """transformers' ``Conv1D`` (GPT-2, GPT) on tilelab: ``act(x @ W + b)``.
 
-    Parameters are shared, not copied. Returns how many modules were swapped
-    (``model`` itself is not replaced if it is an ``nn.Linear``; wrap it or use
-    ``TiledLinear.from_linear``). Modules that are already TiledLinear are left alone.
+    ``W`` is stored ``(nx, nf)`` = (in, out) as Conv1D stores it, so the state_dict
+    keys and shapes are Conv1D's; the op reads ``W.t()`` (a column-major view) in place.
     """
-    count = 0
-    for name, child in list(model.named_children()):
-        if isinstance(child, nn.Linear) and not isinstance(child, TiledLinear):
-            setattr(model, name, TiledLinear.from_linear(child, variant=variant, tile=tile))
-            count += 1
-        else:
-            count += swap_linear(child, variant=variant, tile=tile)
-    return count
+
+    def __init__(self, nf: int, nx: int, device=None, dtype=None, variant: Optional[str] = None,
+                 tile: Optional[int] = None, activation: Optional[str] = None):
+        super().__init__()
+        _check_activation(activation)
+        self.nf, self.nx = nf, nx
+        self.weight = nn.Parameter(torch.empty(nx, nf, device=device, dtype=dtype))
+        self.bias = nn.Parameter(torch.zeros(nf, device=device, dtype=dtype))
+        nn.init.normal_(self.weight, std=0.02)
+        self.variant, self.tile, self.activation = variant, tile, activation
+
+    @classmethod
+    def from_conv1d(cls, conv: nn.Module, *, variant: Optional[str] = None, tile: Optional[int] = None,
+                    activation: Optional[str] = None) -> "TiledConv1D":
+        """A TiledConv1D sharing ``conv``'s ``weight`` and ``bias`` Parameter objects."""
+        m = cls(conv.nf, conv.weight.shape[0], device="meta", variant=variant, tile=tile, activation=activation)
+        m.weight, m.bias = conv.weight, conv.bias
+        m.train(conv.training)
+        return m
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.ops.tilelab.tiled_linear.default(x, self.weight.t(), self.bias, activation=self.activation,
+                                                      variant=self.variant, tile=self.tile)
+
+    def extra_repr(self) -> str:
+        s = f"nf={self.nf}, nx={self.nx}"
+        if self.activation is not None:
+            s += f", activation={self.activation!r}"
+        if self.variant is not None or self.tile is not None:
+            s += f", variant={self.variant!r}, tile={self.tile}"
+        return s
 
 
-_LOW = (torch.float16, torch.bfloat16, torch.float32)
+class FusedActivation(nn.Identity):
+    """Stands where an activation was after :func:`swap` fused it into the linear
+    layer before it (``fused_into``, as ``activation``); passes its input through."""
+
+    def __init__(self, fused_into: str, activation: str):
+        super().__init__()
+        self.fused_into, self.activation = fused_into, activation
+
+    def extra_repr(self) -> str:
+        return f"fused into {self.fused_into} as {self.activation!r}"
+
+
+# ---------------------------------------------------------------- swap / unswap
+#: Known MLP blocks, by class name: (the linear layer, the activation applied to
+#: its output and to nothing else). The activation can run in that layer's epilogue.
+FUSABLE: dict[str, tuple[str, str]] = {
+    "Mlp": ("fc1", "act"),  # timm: fc1 -> act -> drop1 -> norm -> fc2 -> drop2
+    "SwiGLU": ("fc1_g", "act"),  # timm: fc2(norm(drop(act(fc1_g(x)) * fc1_x(x))))
+    "GPT2MLP": ("c_fc", "act"),  # transformers: c_fc -> act -> c_proj -> dropout
+    # transformers' gated MLPs: down_proj(act_fn(gate_proj(x)) * up_proj(x))
+    **{name: ("gate_proj", "act_fn") for name in (
+        "LlamaMLP", "MistralMLP", "Qwen2MLP", "Qwen3MLP", "GemmaMLP", "Gemma2MLP", "Olmo2MLP", "GraniteMLP")},
+}
+
+#: Activation modules by class name -> the tiled_linear activation they compute
+#: (torch's and timm's ``GELU`` by their ``approximate``). An identification is
+#: checked on a probe tensor before it is used.
+ACTIVATION_CLASSES: dict[str, str] = {
+    "ReLU": "relu",
+    "SiLU": "silu", "SiLUActivation": "silu",
+    "GELU": "gelu", "GELUActivation": "gelu",
+    "GELUTanh": "gelu_tanh", "NewGELUActivation": "gelu_tanh", "PytorchGELUTanh": "gelu_tanh",
+    "FastGELUActivation": "gelu_tanh", "AccurateGELUActivation": "gelu_tanh",
+}
+
+#: Default ``(rtol, atol)`` of swap's checks, by dtype: an output ``y`` matches the
+#: original's ``y0`` when ``max|y - y0| <= atol + rtol * max|y0|``. fp32 with TF32
+#: allowed on CUDA (``torch.get_float32_matmul_precision() != "highest"``) uses the
+#: fp16 row.
+TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float64: (1e-7, 1e-10),
+    torch.float32: (1e-4, 1e-5),
+    torch.float16: (1e-2, 1e-3),
+    torch.bfloat16: (3e-2, 1e-2),
+}
+
+
+@dataclass
+class SwapReport:
+    """What :func:`swap` did. ``swapped``: qualified names of the replaced modules;
+    ``fused``: ``(linear layer, activation)`` pairs; ``left``: ``(name, reason)`` for
+    linear-like modules and activations it left as they were."""
+
+    swapped: list[str] = field(default_factory=list)
+    fused: list[tuple[str, str]] = field(default_factory=list)
+    left: list[tuple[str, str]] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        acts = collections.Counter(a for _, a in self.fused)
+        s = (f"swapped {len(self.swapped)} modules, fused {len(self.fused)} activations"
+             + (" (" + ", ".join(f"{a} x{n}" for a, n in acts.items()) + ")" if acts else "")
+             + f", left {len(self.left)}")
+        return "\n  ".join([s] + [f"left {name or '<root>'}: {why}" for name, why in self.left])
+
+
+def _tolerance(dtype: torch.dtype, device: torch.device, rtol: Optional[float], atol: Optional[float]):
+    if dtype == torch.float32 and device.type == "cuda" and torch.get_float32_matmul_precision() != "highest":
+        dtype = torch.float16
+    r, a = TOLERANCES.get(dtype, TOLERANCES[torch.float32])
+    return (r if rtol is None else rtol), (a if atol is None else atol)
+
+
+def _tensors(out: Any) -> list[Tensor]:
+    """The floating-point tensors of a model's output (tensor, tuple/list, dict, ModelOutput)."""
+    if isinstance(out, Tensor):
+        return [out] if out.is_floating_point() else []
+    if isinstance(out, dict):
+        out = list(out.values())
+    if isinstance(out, (list, tuple)):
+        return [t for o in out for t in _tensors(o)]
+    return []
+
+
+def _mismatch(out: Any, ref: Any, rtol: Optional[float], atol: Optional[float]) -> Optional[str]:
+    """None when every output tensor matches the reference's; else what differs and by how much."""
+    outs, refs = _tensors(out), _tensors(ref)
+    if len(outs) != len(refs):
+        return f"{len(outs)} output tensors where the original gave {len(refs)}"
+    for i, (o, r) in enumerate(zip(outs, refs)):
+        if o.shape != r.shape:
+            return f"output {i}: shape {list(o.shape)} where the original gave {list(r.shape)}"
+        if r.numel() == 0:
+            continue
+        rt, at = _tolerance(r.dtype, r.device, rtol, atol)
+        diff = float((o.double() - r.double()).abs().max())
+        bound = at + rt * float(r.double().abs().max())
+        if not diff <= bound:  # NaN fails too
+            return (f"output {i} ({r.dtype}, shape {list(r.shape)}): max |difference| {diff:.3g} > "
+                    f"atol + rtol * max|original| = {bound:.3g} (rtol={rt:g}, atol={at:g})")
+    return None
+
+
+@contextlib.contextmanager
+def _evaluating(module: nn.Module) -> Iterator[None]:
+    """eval() and no_grad inside; every submodule's training flag restored after."""
+    flags = [(m, m.training) for m in module.modules()]
+    module.eval()
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        for m, t in flags:
+            m.training = t
+
+
+def _call(module: nn.Module, sample: Any) -> Any:
+    if isinstance(sample, dict):
+        return module(**sample)
+    return module(*sample) if isinstance(sample, tuple) else module(sample)
+
+
+def _probe(rows: int, features: int, like: Tensor) -> Tensor:
+    """A fixed random (rows, features) input like ``like`` (the global RNG is left alone)."""
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(rows, features, generator=g, dtype=torch.float64).to(like.device, like.dtype)
+
+
+def _linear_like(module: nn.Module, parent: Optional[nn.Module]) -> tuple[Optional[str], str]:
+    """What swap does with ``module``: ``("linear" | "conv1d", "")`` to replace it,
+    ``(None, why)`` for a linear-like module it must leave, ``(None, "")`` for anything else."""
+    if isinstance(module, (TiledLinear, TiledConv1D)):
+        return None, ""
+    if isinstance(module, nn.Linear):
+        kind = "linear"
+        if type(module).forward is not nn.Linear.forward:
+            return None, f"{type(module).__name__} overrides nn.Linear.forward"
+        if isinstance(parent, nn.MultiheadAttention):
+            return None, "nn.MultiheadAttention reads its out_proj parameters directly"
+    elif type(module).__name__ == "Conv1D":
+        kind = "conv1d"
+        w, b, nf = getattr(module, "weight", None), getattr(module, "bias", None), getattr(module, "nf", None)
+        if not (isinstance(w, Tensor) and w.dim() == 2 and w.shape[1] == nf and isinstance(b, Tensor)
+                and b.shape == (nf,)):
+            return None, "named Conv1D but not shaped like transformers' (weight (nx, nf), bias (nf,), nf)"
+    else:
+        return None, ""
+    w = module.weight
+    if isinstance(w, nn.parameter.UninitializedParameter):
+        return None, "uninitialized parameters (a lazy module): swap after its first forward"
+    if w.dtype not in SUPPORTED_DTYPES:
+        return None, f"dtype {w.dtype} (supported: " + ", ".join(str(d) for d in SUPPORTED_DTYPES) + ")"
+    if w.device.type not in ("cpu", "cuda", "meta"):
+        return None, f"device {w.device} (supported: cpu, cuda)"
+    if w.device.type == "cuda" and not built_with_cuda():
+        return None, "on CUDA, and this build has no CUDA kernels"
+    return kind, ""
+
+
+def _replacement(module: nn.Module, kind: str, variant, tile) -> tuple[Optional[nn.Module], str]:
+    """The tilelab module for ``module`` (holding the original), or None and why not."""
+    if kind == "linear":
+        new = TiledLinear.from_linear(module, variant=variant, tile=tile)
+    else:
+        new = TiledConv1D.from_conv1d(module, variant=variant, tile=tile)
+        if module.weight.device.type != "meta":  # duck-typed: check it computes x @ W + b
+            x = _probe(3, module.weight.shape[0], module.weight)
+            with _evaluating(module):
+                try:
+                    why = _mismatch(new(x), module(x), None, None)
+                except Exception as e:
+                    why = f"{type(e).__name__}: {e}"
+            if why is not None:
+                return None, f"named Conv1D but does not compute x @ weight + bias: {why}"
+    object.__setattr__(new, _ORIGINAL, module)
+    return new, ""
+
+
+def _identify(act: Any) -> tuple[Optional[str], str]:
+    """The tiled_linear activation that module ``act`` computes (checked on a probe), or None and why."""
+    if not isinstance(act, nn.Module):
+        return None, f"activation {act!r} is not a module"
+    cls = type(act).__name__
+    name = ACTIVATION_CLASSES.get(cls)
+    if name is None:
+        return None, f"unknown activation {cls}"
+    if name == "gelu" and getattr(act, "approximate", "none") == "tanh":
+        name = "gelu_tanh"
+    if next(act.parameters(), None) is not None or next(act.buffers(), None) is not None:
+        return None, f"activation {cls} has parameters or buffers"
+    x = torch.cat([torch.linspace(-20, 20, 401, dtype=torch.float64), torch.randn(64, dtype=torch.float64)])
+    with torch.no_grad():
+        ours = torch.ops.tilelab.tiled_linear.default(x[:, None], torch.ones(1, 1, dtype=torch.float64), None,
+                                                      activation=name)[:, 0]
+        theirs = act(x.clone())  # a copy: the activation may work in place
+    if not torch.allclose(ours, theirs, rtol=1e-6, atol=1e-9):
+        return None, f"activation {cls} does not compute {name!r} (max |difference| {(ours - theirs).abs().max():.3g})"
+    return name, ""
+
+
+def _fusable(module: nn.Module) -> list[tuple[str, str, bool]]:
+    """(linear layer, activation, whether to probe the whole block) pairs of ``module``
+    to try: a known block's (:data:`FUSABLE`), or in an ``nn.Sequential`` each swapped
+    linear layer followed by a known activation class (probed as that pair)."""
+    if type(module).__name__ in FUSABLE:
+        return [(*FUSABLE[type(module).__name__], True)]
+    if type(module) is not nn.Sequential:
+        return []
+    items = list(module._modules.items())
+    return [(k, k2, False) for (k, m), (k2, m2) in zip(items, items[1:])
+            if isinstance(m, (TiledLinear, TiledConv1D)) and type(m2).__name__ in ACTIVATION_CLASSES]
+
+
+def _fuse(block: nn.Module, lin_attr: str, act_attr: str, whole: bool) -> tuple[Optional[str], str]:
+    """Fuse ``block.<act_attr>`` into the swapped linear layer ``block.<lin_attr>``, in
+    place, if the output (of the block if ``whole``, else of the pair) stays the same
+    on a probe input. Returns the activation, or None and why not ("" if fused already)."""
+    lin, act = getattr(block, lin_attr, None), getattr(block, act_attr, None)
+    if isinstance(act, FusedActivation):
+        return None, ""
+    if not isinstance(lin, (TiledLinear, TiledConv1D)) or lin.activation is not None:
+        return None, f"{lin_attr} is not a swapped linear layer"
+    activation, why = _identify(act)
+    if activation is None:
+        return None, why
+    w = lin.weight
+    if w.device.type == "meta":
+        return None, "meta tensors: the fusion cannot be checked"
+    x = _probe(5, w.shape[1] if isinstance(lin, TiledLinear) else w.shape[0], w)
+    run = block if whole else (lambda t: getattr(block, act_attr)(lin(t)))
+    with _evaluating(block):
+        try:
+            ref = run(x)
+        except Exception as e:  # e.g. a block that needs more than one input
+            return None, f"could not run {type(block).__name__} on a probe: {e}"
+        lin.activation = activation
+        setattr(block, act_attr, FusedActivation(lin_attr, activation))
+        why = _mismatch(run(x), ref, None, None)
+    if why is not None:
+        lin.activation = None
+        setattr(block, act_attr, act)
+        return None, f"fusing {activation!r} into {lin_attr} changes the block's output: {why}"
+    object.__setattr__(getattr(block, act_attr), _ORIGINAL, act)
+    return activation, ""
+
+
+def swap(model: nn.Module, *, fuse: bool = True, variant: Optional[str] = None, tile: Optional[int] = None,
+         sample: Any = None, rtol: Optional[float] = None, atol: Optional[float] = None) -> SwapReport:
+    """Put tilelab under ``model``, in place: the fast path (no per-call Python beyond each module's forward).
+
+    - every ``nn.Linear`` (or subclass that keeps its forward) becomes a :class:`TiledLinear`,
+      every transformers ``Conv1D`` (recognised by its class name and shapes, checked
+      on a probe) a :class:`TiledConv1D`; they share the original Parameter objects,
+      so tied weights stay tied and optimizer state stays valid;
+    - with ``fuse``, the activation of a known MLP block (:data:`FUSABLE`: timm's ``Mlp``
+      and ``SwiGLU``, GPT-2's ``GPT2MLP``, Llama-style gated MLPs), or one that follows
+      a linear layer in an ``nn.Sequential``, moves into the epilogue of that linear
+      layer when it is one tilelab computes (:data:`ACTIVATION_CLASSES`, checked on
+      a probe tensor) and the block's output stays the same on a probe input; the
+      activation's place holds a :class:`FusedActivation` (identity). Activations of
+      known blocks that are not fused are reported in ``left``.
+    - state_dict keys do not change.
+    - ``variant``/``tile`` force a kernel for every swapped module, as for :func:`tiled_mm`.
+    - ``sample`` (a tensor, a tuple of positional inputs or a dict of keyword inputs):
+      the model runs on it before and after (eval mode, no grad), and each output
+      tensor must match: ``max|y - y0| <= atol + rtol * max|y0|`` with ``rtol``/``atol``
+      from :data:`TOLERANCES` by dtype unless given (fp32 1e-4/1e-5, fp16 1e-2/1e-3,
+      bf16 3e-2/1e-2; fp32 under TF32 as fp16). Otherwise the model is restored (:func:`unswap`) and a
+      RuntimeError says by how much they differ.
+
+    Modules already swapped are left as they are. Returns a :class:`SwapReport`
+    (linear-like modules and activations left alone are in ``left``, with the reason).
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"swap: expected an nn.Module, got {type(model).__name__}")
+    report = SwapReport()
+    if sample is not None:
+        with _evaluating(model):
+            ref = _call(model, sample)
+    if any(_linear_like(model, None)):
+        report.left.append(("", "the root module cannot be replaced in place: use TiledLinear.from_linear "
+                                "or TiledConv1D.from_conv1d"))
+    done: dict[int, nn.Module] = {}  # original's id -> replacement: a module shared by two parents stays shared
+    seen = set()
+
+    def visit(parent: nn.Module, prefix: str) -> None:  # depth first: the report lists modules in model order
+        for cname, child in list(parent.named_children()):
+            name = prefix + cname
+            if id(child) in done:
+                setattr(parent, cname, done[id(child)])
+                continue
+            kind, why = _linear_like(child, parent)
+            if kind is None and not why:
+                if id(child) not in seen:
+                    seen.add(id(child))
+                    visit(child, name + ".")
+            elif kind is None:
+                report.left.append((name, why))
+            else:
+                new, why = _replacement(child, kind, variant, tile)
+                if new is None:
+                    report.left.append((name, why))
+                    continue
+                done[id(child)] = new
+                setattr(parent, cname, new)
+                report.swapped.append(name)
+
+    visit(model, "")
+    if fuse:
+        for name, module in list(model.named_modules()):
+            prefix = f"{name}." if name else ""
+            for lin_attr, act_attr, whole in _fusable(module):
+                activation, why = _fuse(module, lin_attr, act_attr, whole)
+                if activation is not None:
+                    report.fused.append((prefix + lin_attr, activation))
+                elif why:
+                    report.left.append((prefix + act_attr, why))
+    if sample is not None:
+        with _evaluating(model):
+            why = _mismatch(_call(model, sample), ref, rtol, atol)
+        if why is not None:
+            unswap(model)
+            raise RuntimeError(f"swap: the swapped model's output differs from the original's on the sample, "
+                               f"so the model was restored: {why}")
+    return report
+
+
+def unswap(model: nn.Module) -> int:
+    """Put back the modules :func:`swap` replaced (the original objects), in place.
+
+    The originals get the replacements' current parameters and training mode.
+    Returns how many modules it restored: the swapped layers plus the fused
+    activations (``len(report.swapped) + len(report.fused)``).
+    """
+    restored = set()
+    for _, parent in list(model.named_modules()):
+        for cname, child in list(parent.named_children()):
+            original = child.__dict__.get(_ORIGINAL)
+            if original is None:
+                continue
+            if isinstance(child, (TiledLinear, TiledConv1D)):
+                original.weight, original.bias = child.weight, child.bias
+            original.train(child.training)
+            setattr(parent, cname, original)
+            restored.add(id(child))
+    return len(restored)
+
+
+def swap_linear(model: nn.Module, *, variant: Optional[str] = None, tile: Optional[int] = None) -> int:
+    """Deprecated: ``len(swap(model, fuse=False, variant=variant, tile=tile).swapped)``."""
+    warnings.warn("swap_linear is deprecated; use tilelab_torch.swap(model), which also swaps transformers' "
+                  "Conv1D, fuses activations and returns a SwapReport", DeprecationWarning, stacklevel=2)
+    return len(swap(model, fuse=False, variant=variant, tile=tile).swapped)
+
+
+# -------------------------------------------------------------------- use_tiled
+_LOW = frozenset((torch.float16, torch.bfloat16, torch.float32))
+_DTYPES = frozenset(SUPPORTED_DTYPES)
+_STRIDED = torch.strided
+
+
+def _ok(ts) -> bool:
+    """Whether tilelab takes these tensors: strided, one CPU/CUDA device, one supported
+    dtype (or fp16/bf16/fp32 mixed under that device's autocast)."""
+    t0 = ts[0]
+    if not isinstance(t0, Tensor):
+        return False
+    dev, dtype = t0.device, t0.dtype
+    mixed = False
+    for t in ts:
+        if not isinstance(t, Tensor) or t.layout is not _STRIDED or t.device != dev:
+            return False
+        mixed = mixed or t.dtype is not dtype
+    if dev.type not in ("cpu", "cuda"):
+        return False
+    if not mixed:
+        return dtype in _DTYPES
+    return torch.is_autocast_enabled(dev.type) and all(t.dtype in _LOW for t in ts)
 
 
 class use_tiled(TorchFunctionMode):
@@ -94,6 +505,10 @@ class use_tiled(TorchFunctionMode):
     of the result shape, including a broadcast 2-D side); everything else (out=,
     1-D operands, other dtypes, ...) goes to torch unchanged.
 
+    Every torch call in the block passes through this mode's Python (one dict
+    lookup for a function it does not route); :func:`swap` is the fast path for a
+    model's linear layers: no per-call Python beyond the module's forward.
+
     ``routed`` counts the calls sent to tilelab, ``routed_by`` per function name,
     ``passed`` those left to torch.
     """
@@ -104,73 +519,50 @@ class use_tiled(TorchFunctionMode):
         self.routed = 0
         self.passed = 0
         self.routed_by: collections.Counter = collections.Counter()
-        self._handlers = {
-            torch.matmul: ("matmul", self._matmul),
-            Tensor.matmul: ("matmul", self._matmul),
-            Tensor.__matmul__: ("matmul", self._matmul),
-            torch.mm: ("mm", self._mm),
-            Tensor.mm: ("mm", self._mm),
-            torch.bmm: ("bmm", self._bmm),
-            Tensor.bmm: ("bmm", self._bmm),
-            torch.addmm: ("addmm", self._addmm),
-            Tensor.addmm: ("addmm", self._addmm),
-            F.linear: ("linear", self._linear),
-            torch._C._nn.linear: ("linear", self._linear),
-        }
+        ops = torch.ops.tilelab
+        self._mm_op, self._bmm_op, self._addmm_op = ops.tiled_mm.default, ops.tiled_bmm.default, ops.tiled_addmm.default
 
-    # -------------------------------------------------------------- helpers
-    def _ok(self, *ts) -> bool:
-        if not all(isinstance(t, Tensor) and t.layout == torch.strided for t in ts):
-            return False
-        dev = ts[0].device
-        if dev.type not in ("cpu", "cuda") or any(t.device != dev for t in ts):
-            return False
-        dtypes = {t.dtype for t in ts}
-        if len(dtypes) == 1:
-            return next(iter(dtypes)) in SUPPORTED_DTYPES
-        return torch.is_autocast_enabled(dev.type) and dtypes <= set(_LOW)
-
-    def _kw(self):
-        return {"variant": self.variant, "tile": self.tile}
-
+    # ------------------------------------------------------------- handlers
+    # Each returns NotImplemented for a call it does not take (torch then runs it).
     def _mm(self, a, b, *rest, **kw):
-        if rest or kw or not self._ok(a, b) or a.dim() != 2 or b.dim() != 2:
+        if rest or kw or not _ok((a, b)) or a.dim() != 2 or b.dim() != 2:
             return NotImplemented
-        return torch.ops.tilelab.tiled_mm.default(a, b, **self._kw())
+        return self._mm_op(a, b, variant=self.variant, tile=self.tile)
 
     def _bmm(self, a, b, *rest, **kw):
-        if rest or kw or not self._ok(a, b) or a.dim() != 3 or b.dim() != 3 or a.shape[0] != b.shape[0]:
+        if rest or kw or not _ok((a, b)) or a.dim() != 3 or b.dim() != 3 or a.shape[0] != b.shape[0]:
             return NotImplemented
-        return torch.ops.tilelab.tiled_bmm.default(a, b, **self._kw())
+        return self._bmm_op(a, b, variant=self.variant, tile=self.tile)
 
     def _addmm(self, bias, a, b, *rest, beta=1, alpha=1, **kw):
-        if rest or kw or beta != 1 or alpha != 1 or not self._ok(bias, a, b) or a.dim() != 2 or b.dim() != 2:
+        if (rest or kw or beta != 1 or alpha != 1 or not _ok((bias, a, b)) or a.dim() != 2 or b.dim() != 2
+                or not bias_broadcasts(bias, a.shape[0], b.shape[1])):
             return NotImplemented
-        if not bias_broadcasts(bias, a.shape[0], b.shape[1]):
-            return NotImplemented
-        return torch.ops.tilelab.tiled_addmm.default(bias, a, b, **self._kw())
+        return self._addmm_op(bias, a, b, variant=self.variant, tile=self.tile)
 
     def _linear(self, x, weight, bias=None, *rest, **kw):
-        ts = (x, weight) if bias is None else (x, weight, bias)
-        if rest or kw or not self._ok(*ts) or x.dim() < 1 or weight.dim() != 2 or (
-                bias is not None and bias.dim() > 1):
+        if rest or kw or not _ok((x, weight) if bias is None else (x, weight, bias)) or x.dim() < 1 \
+                or weight.dim() != 2 or (bias is not None and bias.dim() > 1):
             return NotImplemented
-        lead = x.shape[:-1]
-        x2 = x.reshape(-1, x.shape[-1])
+        K = x.shape[-1]
+        x2 = x.reshape(-1, K)
         if bias is None:
-            y = torch.ops.tilelab.tiled_mm.default(x2, weight.t(), **self._kw())
+            y = self._mm_op(x2, weight.t(), variant=self.variant, tile=self.tile)
         else:
-            y = torch.ops.tilelab.tiled_addmm.default(bias, x2, weight.t(), **self._kw())
-        return y.reshape(*lead, weight.shape[0])
+            y = self._addmm_op(bias, x2, weight.t(), variant=self.variant, tile=self.tile)
+        return y.reshape(*x.shape[:-1], weight.shape[0])
 
     def _matmul(self, a, b, *rest, **kw):
-        if rest or kw or not self._ok(a, b) or a.dim() < 2 or b.dim() < 2:
+        if rest or kw or not _ok((a, b)):
             return NotImplemented
-        if a.dim() == 2 and b.dim() == 2:
-            return torch.ops.tilelab.tiled_mm.default(a, b, **self._kw())
-        if b.dim() == 2:
+        da, db = a.dim(), b.dim()
+        if da < 2 or db < 2:
+            return NotImplemented
+        if da == 2 and db == 2:
+            return self._mm_op(a, b, variant=self.variant, tile=self.tile)
+        if db == 2:
             # (..., M, K) @ (K, N): one 2-D product over the flattened rows.
-            y = torch.ops.tilelab.tiled_mm.default(a.reshape(-1, a.shape[-1]), b, **self._kw())
+            y = self._mm_op(a.reshape(-1, a.shape[-1]), b, variant=self.variant, tile=self.tile)
             return y.reshape(*a.shape[:-1], b.shape[-1])
         try:
             lead = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
@@ -179,19 +571,34 @@ class use_tiled(TorchFunctionMode):
         # Broadcast batch dims become stride-0 views (read in place by the kernels).
         a3 = a.expand(*lead, *a.shape[-2:]).reshape(-1, *a.shape[-2:])
         b3 = b.expand(*lead, *b.shape[-2:]).reshape(-1, *b.shape[-2:])
-        y = torch.ops.tilelab.tiled_bmm.default(a3, b3, **self._kw())
+        y = self._bmm_op(a3, b3, variant=self.variant, tile=self.tile)
         return y.reshape(*lead, a.shape[-2], b.shape[-1])
 
     # ------------------------------------------------------------ the mode
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        h = self._handlers.get(func)
-        if h is not None:
-            name, fn = h
-            out = fn(*args, **kwargs)
-            if out is not NotImplemented:
-                self.routed += 1
-                self.routed_by[name] += 1
-                return out
+        if func not in _ROUTES:  # the common case: one dict lookup, no allocation
+            return func(*args, **kwargs) if kwargs else func(*args)
+        name, handler = _ROUTES[func]
+        out = handler(self, *args, **kwargs) if kwargs else handler(self, *args)
+        if out is NotImplemented:
             self.passed += 1
-        return func(*args, **kwargs)
+            return func(*args, **kwargs) if kwargs else func(*args)
+        self.routed += 1
+        self.routed_by[name] += 1
+        return out
+
+
+#: What use_tiled routes: torch function -> (name in ``routed_by``, handler).
+_ROUTES = {
+    torch.matmul: ("matmul", use_tiled._matmul),
+    Tensor.matmul: ("matmul", use_tiled._matmul),
+    Tensor.__matmul__: ("matmul", use_tiled._matmul),
+    torch.mm: ("mm", use_tiled._mm),
+    Tensor.mm: ("mm", use_tiled._mm),
+    torch.bmm: ("bmm", use_tiled._bmm),
+    Tensor.bmm: ("bmm", use_tiled._bmm),
+    torch.addmm: ("addmm", use_tiled._addmm),
+    Tensor.addmm: ("addmm", use_tiled._addmm),
+    F.linear: ("linear", use_tiled._linear),
+    torch._C._nn.linear: ("linear", use_tiled._linear),
+}

@@ -1,0 +1,335 @@
+"""tilelab_torch.swap / unswap on real model code: tiny GPT-2 and Llama from
+transformers (Conv1D, tied weights, fused GELU/SiLU), timm-style MLPs, what is
+left alone and why, the sample check, training, and the restore."""
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import tilelab_torch
+from tilelab_torch import SwapReport, TiledConv1D, TiledLinear, swap, swap_linear, unswap
+from tilelab_torch.nn import FusedActivation
+
+try:
+    import transformers
+except ImportError:  # in requirements-dev.txt; the tests without it still run
+    transformers = None
+needs_transformers = pytest.mark.skipif(transformers is None, reason="needs transformers (requirements-dev.txt)")
+
+DTYPES = [torch.float32, torch.bfloat16]
+
+
+def gpt2():
+    cfg = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=100, n_positions=32,
+                                  resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0)
+    return transformers.GPT2LMHeadModel(cfg)
+
+
+def llama():
+    cfg = transformers.LlamaConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                                   num_key_value_heads=2, vocab_size=100, bos_token_id=0, eos_token_id=0)
+    return transformers.LlamaForCausalLM(cfg)
+
+
+def layers(fmt, names, n=2):
+    return [fmt.format(i=i, name=name) for i in range(n) for name in names]
+
+
+# What swap reports for each: the swapped modules (in model order) and the fused layers.
+MODELS = {
+    "gpt2": (gpt2, layers("transformer.h.{i}.{name}", ["attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"])
+             + ["lm_head"], layers("transformer.h.{i}.{name}", ["mlp.c_fc"]), "gelu_tanh"),
+    "llama": (llama, layers("model.layers.{i}.{name}", ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                                                          "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj",
+                                                          "mlp.down_proj"]) + ["lm_head"],
+              layers("model.layers.{i}.{name}", ["mlp.gate_proj"]), "silu"),
+}
+
+
+def make(kind, dtype=torch.float32):
+    torch.manual_seed(0)
+    model = MODELS[kind][0]()
+    with torch.no_grad():  # transformers initialises biases to 0: make them count
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.normal_(0, 0.1)
+    return model.to(dtype).eval()
+
+
+def ids():
+    return torch.randint(0, 100, (2, 12), generator=torch.Generator().manual_seed(1))
+
+
+def rel_err(y, ref):
+    return float((y.double() - ref).abs().max() / ref.abs().max())
+
+
+@needs_transformers
+@pytest.mark.parametrize("fuse", [False, True], ids=["plain", "fused"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("kind", list(MODELS))
+def test_transformers_swap_matches(kind, dtype, fuse):
+    _, swapped, fused, act = MODELS[kind]
+    model = make(kind, dtype)
+    keys = list(model.state_dict())
+    lm_head_weight = model.lm_head.weight
+    with torch.no_grad():
+        ref64 = copy.deepcopy(model).double()(ids()).logits
+        torch_err = rel_err(model(ids()).logits, ref64)
+    report = swap(model, fuse=fuse)
+    assert report.swapped == swapped
+    assert report.fused == ([(name, act) for name in fused] if fuse else [])
+    assert report.left == []
+    assert sum(isinstance(m, (TiledLinear, TiledConv1D)) for m in model.modules()) == len(swapped)
+    assert sum(isinstance(m, FusedActivation) for m in model.modules()) == (len(fused) if fuse else 0)
+    assert list(model.state_dict()) == keys
+    assert model.lm_head.weight is lm_head_weight
+    if kind == "gpt2":  # tied weights stay tied
+        assert model.lm_head.weight is model.transformer.wte.weight
+        assert isinstance(model.transformer.h[0].mlp.c_fc, TiledConv1D)
+    with torch.no_grad():
+        err = rel_err(model(ids()).logits, ref64)
+    # As accurate as torch's own matmuls (the float64 model as the reference).
+    assert err <= 2 * torch_err + (1e-6 if dtype == torch.float32 else 1e-3), (err, torch_err)
+
+
+@needs_transformers
+@pytest.mark.parametrize("kind", list(MODELS))
+def test_training_step_matches(kind):
+    ref, model = make(kind).train(), make(kind).train()
+    report = swap(model)
+    assert report.fused
+    # SGD: the update is linear in the gradient (Adam's sign-like first steps would
+    # magnify rounding-level differences in gradients that are ~0)
+    opts = [torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9) for m in (ref, model)]
+    for step in range(2):
+        for m, opt in zip((ref, model), opts):
+            opt.zero_grad()
+            m(ids(), labels=ids()).loss.backward()
+        grads = dict(ref.named_parameters())
+        for name, p in model.named_parameters():
+            torch.testing.assert_close(p.grad, grads[name].grad, rtol=1e-4, atol=1e-6,
+                                       msg=lambda m: f"step {step}, {name}: {m}")
+        for opt in opts:
+            opt.step()
+    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}: {m}")
+
+
+@needs_transformers
+@pytest.mark.parametrize("kind", list(MODELS))
+def test_unswap_restores_the_original_objects(kind):
+    model = make(kind)
+    before = dict(model.named_modules())
+    with torch.no_grad():
+        y0 = model(ids()).logits
+    report = swap(model)
+    assert dict(model.named_modules()).keys() == before.keys()
+    assert unswap(model) == len(report.swapped) + len(report.fused)
+    after = dict(model.named_modules())
+    assert after.keys() == before.keys() and all(after[k] is before[k] for k in before)
+    with torch.no_grad():
+        assert torch.equal(model(ids()).logits, y0)
+    assert unswap(model) == 0
+    # swap again after unswap; swapping twice changes nothing the second time
+    assert swap(model).swapped == report.swapped
+    again = swap(model)
+    assert again.swapped == [] and again.fused == [] and again.left == []
+
+
+@needs_transformers
+def test_sample_check():
+    model = make("gpt2", torch.bfloat16)
+    before = dict(model.named_modules())
+    report = swap(model, sample=ids())
+    assert len(report.swapped) == 9
+    unswap(model)
+    # bf16 with the activation rounded once instead of twice: close, not equal
+    with pytest.raises(RuntimeError, match=r"restored: output 0 .*max \|difference\| .* > atol \+ rtol"):
+        swap(model, sample=(ids(),), rtol=0, atol=0)
+    assert all(m is before[k] for k, m in model.named_modules())  # restored
+
+
+def test_swap_linear_is_deprecated():
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    with pytest.warns(DeprecationWarning, match="swap"):
+        assert swap_linear(model) == 2
+    assert model[0].activation is None and isinstance(model[1], nn.ReLU)  # no fusion
+
+
+# ------------------------------------------------------------- timm-style MLPs
+class Mlp(nn.Module):
+    """timm's Mlp: fc1 -> act -> drop1 -> norm -> fc2 -> drop2."""
+
+    def __init__(self, act, d=16, h=48, drop=0.0, out_act=False):
+        super().__init__()
+        self.fc1, self.act, self.drop1 = nn.Linear(d, h), act, nn.Dropout(drop)
+        self.norm, self.fc2, self.drop2 = nn.LayerNorm(h), nn.Linear(h, d), nn.Dropout(drop)
+        self.out_act = out_act
+
+    def forward(self, x):
+        if self.out_act:  # not the pattern: the activation applied elsewhere
+            return self.act(self.fc2(self.norm(self.fc1(x))))
+        return self.drop2(self.fc2(self.norm(self.drop1(self.act(self.fc1(x))))))
+
+
+class QuickGELU(nn.Module):
+    def forward(self, x):
+        return x * torch.sigmoid(1.702 * x)
+
+
+class GELU(QuickGELU):
+    """Called GELU, computes QuickGELU: the probe tensor must catch it."""
+
+
+class Model(nn.Module):
+    def __init__(self, act, **kw):
+        super().__init__()
+        self.embed = nn.Linear(8, 16)
+        self.mlp = Mlp(act, **kw)
+
+    def forward(self, x):
+        return self.mlp(self.embed(x))
+
+
+@pytest.mark.parametrize("act,name", [(nn.GELU(), "gelu"), (nn.GELU(approximate="tanh"), "gelu_tanh"),
+                                      (nn.SiLU(), "silu"), (nn.ReLU(), "relu")], ids=lambda v: str(v))
+def test_timm_like_mlp_fused(act, name):
+    torch.manual_seed(0)
+    model = Model(act, drop=0.1).train()  # dropout after the activation: fusable, stays where it is
+    x = torch.randn(3, 5, 8)
+    with torch.no_grad():
+        ref = model.eval()(x)
+    report = swap(model)
+    assert report.swapped == ["embed", "mlp.fc1", "mlp.fc2"]
+    assert report.fused == [("mlp.fc1", name)] and report.left == []
+    assert model.mlp.fc1.activation == name and isinstance(model.mlp.act, FusedActivation)
+    assert model.mlp.training is False  # the probes restore each module's mode
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), ref, rtol=1e-5, atol=1e-5)
+    assert f"activation={name!r}" in repr(model.mlp.fc1) and "fused into fc1" in repr(model.mlp.act)
+    assert "fused 1 activations" in str(report)
+
+
+@pytest.mark.parametrize("act,kw,reason", [
+    (QuickGELU(), {}, "unknown activation QuickGELU"),
+    (GELU(), {}, "activation GELU does not compute 'gelu'"),
+    (nn.PReLU(), {}, "unknown activation PReLU"),
+    (nn.GELU(), {"out_act": True}, "changes the block's output"),
+], ids=["unknown", "impostor", "prelu", "other-forward"])
+def test_unknown_activation_left_alone(act, kw, reason):
+    torch.manual_seed(0)
+    model = Model(act, **kw).eval()
+    x = torch.randn(3, 8)
+    with torch.no_grad():
+        ref = model(x)
+    report = swap(model)
+    assert report.swapped == ["embed", "mlp.fc1", "mlp.fc2"] and report.fused == []
+    assert [name for name, _ in report.left] == ["mlp.act"] and reason in report.left[0][1]
+    assert model.mlp.act is act and model.mlp.fc1.activation is None
+    assert f"left mlp.act: {report.left[0][1]}" in str(report)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_sequential_pairs_fused():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 12), nn.GELU(), nn.Dropout(0.0), nn.Linear(12, 12), nn.Tanh(),
+                          nn.Linear(12, 4), nn.SiLU())
+    x = torch.randn(7, 6)
+    ref = model(x)
+    report = swap(model)
+    assert report.fused == [("0", "gelu"), ("5", "silu")] and report.left == []
+    torch.testing.assert_close(model(x), ref, rtol=1e-5, atol=1e-5)
+
+
+# --------------------------------------------------------- what is left alone
+class LoRALinear(nn.Linear):
+    def forward(self, x):
+        return super().forward(x) * 2
+
+
+class Conv1D(nn.Module):
+    """Named and shaped like transformers' Conv1D, computes something else."""
+
+    def __init__(self, nf, nx):
+        super().__init__()
+        self.nf, self.weight, self.bias = nf, nn.Parameter(torch.randn(nx, nf)), nn.Parameter(torch.randn(nf))
+
+    def forward(self, x):
+        return x @ self.weight - self.bias
+
+
+def test_left_alone_with_reasons():
+    shared = nn.Linear(4, 4)
+    model = nn.ModuleDict({
+        "lora": LoRALinear(4, 4),
+        "complex": nn.Linear(4, 4, dtype=torch.complex64),
+        "attn": nn.MultiheadAttention(4, 2),
+        "conv": Conv1D(3, 4),
+        "a": nn.Sequential(shared),
+        "b": nn.Sequential(shared),
+    })
+    report = swap(model)
+    left = dict(report.left)
+    assert "overrides nn.Linear.forward" in left["lora"]
+    assert "dtype torch.complex64" in left["complex"]
+    assert "out_proj" in left["attn.out_proj"]
+    assert "does not compute x @ weight + bias" in left["conv"]
+    assert report.swapped == ["a.0"]  # one module under two names: one replacement, still shared
+    assert model["a"][0] is model["b"][0] and isinstance(model["a"][0], TiledLinear)
+    assert model["a"][0].weight is shared.weight
+    root = swap(nn.Linear(3, 3))
+    assert root.swapped == [] and "root module" in root.left[0][1]
+    with pytest.raises(TypeError, match="expected an nn.Module"):
+        swap(lambda x: x)
+
+
+@needs_transformers
+def test_tiled_modules():
+    with pytest.raises(ValueError, match=r"unknown activation 'tanh'; valid: 'relu', 'gelu'"):
+        TiledLinear(4, 3, activation="tanh")
+    lin = nn.Linear(5, 3)
+    t = TiledLinear.from_linear(lin, activation="relu")
+    x = torch.randn(2, 4, 5)
+    torch.testing.assert_close(t(x), torch.relu(lin(x)), rtol=1e-5, atol=1e-5)
+    assert list(t.state_dict()) == list(lin.state_dict())
+    conv = transformers.pytorch_utils.Conv1D(6, 5)
+    nn.init.normal_(conv.bias)
+    c = TiledConv1D.from_conv1d(conv, activation="gelu_tanh")
+    assert c.weight is conv.weight and c.nx == 5 and list(c.state_dict()) == list(conv.state_dict())
+    torch.testing.assert_close(c(x), F.gelu(conv(x), approximate="tanh"), rtol=1e-5, atol=1e-5)
+    assert tilelab_torch.tiled_linear is not None and isinstance(swap(nn.Sequential()), SwapReport)
+
+
+# ------------------------------------------------------------------------ timm
+def test_timm_vit():
+    timm = pytest.importorskip("timm")
+    torch.manual_seed(0)
+    model = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=32, patch_size=8, depth=2,
+                              num_classes=10).eval()
+    x = torch.randn(2, 3, 32, 32)
+    keys = list(model.state_dict())
+    report = swap(model, sample=x)
+    assert report.swapped == layers("blocks.{i}.{name}", ["attn.qkv", "attn.proj", "mlp.fc1", "mlp.fc2"]) + ["head"]
+    assert report.fused == [(f"blocks.{i}.mlp.fc1", "gelu") for i in range(2)] and report.left == []
+    assert list(model.state_dict()) == keys
+
+
+def test_compile_swapped_model():
+    """torch.compile(fullgraph=True) traces the swapped modules (fused activations included)."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 64), nn.GELU(approximate="tanh"), nn.Linear(64, 16), nn.SiLU())
+    ref = copy.deepcopy(model)
+    assert swap(model).fused == [("0", "gelu_tanh"), ("2", "silu")]
+    f = torch.compile(model, fullgraph=True, backend="aot_eager")
+    x = torch.randn(4, 16, requires_grad=True)
+    torch.testing.assert_close(f(x), ref(x), rtol=1e-5, atol=1e-5)
+    f(x).sum().backward()
+    gx = x.grad.clone()
+    x.grad = None
+    ref(x).sum().backward()
+    torch.testing.assert_close(gx, x.grad, rtol=1e-5, atol=1e-6)
