@@ -148,8 +148,17 @@ def progress(iterable, total: int, desc: str, enabled: bool = True):
         return iterable
 
 
-def print_table(rows: list[dict], columns: list[tuple[str, str, str]], file=sys.stdout) -> None:
-    """columns: (header, key, format)."""
+def geomean(values) -> float:
+    """Geometric mean of positive numbers (nan for none)."""
+    logs = [math.log(v) for v in values]
+    return math.exp(sum(logs) / len(logs)) if logs else float("nan")
+
+
+def print_table(rows: list[dict], columns: list[tuple[str, str, str]], file=sys.stdout,
+                skip_empty: bool = False) -> None:
+    """columns: (header, key, format); skip_empty leaves out the columns no row has a value for."""
+    if skip_empty:
+        columns = [c for c in columns if any(r.get(c[1]) is not None for r in rows)]
     cells = [[h for h, _, _ in columns]]
     for r in rows:
         line = []

@@ -3,8 +3,9 @@
 #   benchmarks/results/<gpu-slug>/   (e.g. benchmarks/results/h200; or the folder given as $1)
 # which receives the curated files only (see benchmarks/results/h200/README.md):
 #   gpu.txt; ab.json/ab.csv (ab); ab_auto.json/ab_auto.csv (ab_auto); fp32_squares.json/.csv
-#   (fp32_squares); tile_sweep.json (tile_sweep); ncu.json (ncu); roofline.json, roofline.png
-#   (roofline); model_ab.json (model).
+#   (fp32_squares); suite_transformer.json/.csv (transformer); suite_skinny.json/.csv (skinny);
+#   tile_sweep.json (tile_sweep); ncu.json (ncu); roofline.json, roofline.png (roofline);
+#   models.json (model).
 # Each step's printed table, the build log, the pytest output, the run's log and the
 # markdown table (make_readme_table.py) go to the log folder: $OUT, or a new temporary
 # folder whose name is printed at the end. A README.md already in the results folder is
@@ -17,13 +18,18 @@
 #   BUILD=1        build the extension in place first, with the system compiler (see below);
 #                  TILELAB_PTXAS_VERBOSE=1 adds ptxas' register/spill report to the build log
 #   QUICK=1        small sizes everywhere (validation, not results)
-#   STEPS="ab tile_sweep ncu roofline table"   which steps (default: these five); also
+#   STEPS="ab transformer skinny tile_sweep ncu roofline table"   which steps (default: these
+#                  seven; transformer and skinny are ab.py --suite, every op on model shapes); also
 #                  test (the pytest suite, PYTEST_ARGS), ab_auto (the dispatcher's choice on
 #                  AUTO_SHAPES x AUTO_DTYPES), fp32_squares (fp32: the dispatcher and every
 #                  blocked row on SQUARE_SHAPES), model (benchmarks/model_ab.py)
 #   AB_SHAPES, AB_DTYPES, AB_KERNELS, SWEEP_SIZES, NCU_SHAPE, NCU_KERNELS, ROOF_SIZE, ROOF_DTYPES,
 #   PEAK_SIZE, COPY_GIB, AUTO_SHAPES, AUTO_DTYPES, SQUARE_SHAPES, SQUARE_TIMING, MODEL_ARGS, REP, WARMUP:
 #   override sizes and timing
+#   SUITE_DTYPES   dtypes of the suite steps (default fp32,tf32,bf16,fp16)
+#   PEERS          peer columns of the suite steps (ab.py --peer; default "pad"; "triton pad" adds
+#                  torch.compile max-autotune, one compile per op x shape x dtype: tens of minutes)
+#   SUITE_ARGS     more ab.py arguments for the suite steps (QUICK=1: --smoke)
 # Usage (from the repository root, on a machine with the GPU):
 #   OUT=/tmp/out BUILD=1 bash benchmarks/run_all.sh
 # The command that produced benchmarks/results/h200 is in its README.md.
@@ -31,7 +37,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONUNBUFFERED=1
-STEPS=${STEPS:-ab tile_sweep ncu roofline table}
+STEPS=${STEPS:-ab transformer skinny tile_sweep ncu roofline table}
 LOGDIR=${OUT:-$(mktemp -d /tmp/tilelab_run_all.XXXXXX)}
 mkdir -p "$LOGDIR"
 LOG=$LOGDIR/run_all.log
@@ -71,8 +77,9 @@ if [ "${QUICK:-0}" = 1 ]; then
   ROOF_SIZE=${ROOF_SIZE:-2048}; PEAK_SIZE=${PEAK_SIZE:-4096}; COPY_GIB=${COPY_GIB:-0.5}
   AUTO_SHAPES=${AUTO_SHAPES:-1024x1024x1024,1000x1000x1000}
   SQUARE_SHAPES=${SQUARE_SHAPES:-1024x1024x1024,2048x2048x2048,1023x1023x1023}; SQUARE_TIMING=${SQUARE_TIMING:---rep 50 --warmup 10}
-  MODEL_ARGS=${MODEL_ARGS:---batch 1 --seq 128 --rep-ms 50 --profile-top 0}
+  MODEL_ARGS=${MODEL_ARGS:---quick}
   REP=${REP:-50}; WARMUP=${WARMUP:-10}
+  SUITE_ARGS=${SUITE_ARGS:---smoke}
 fi
 # every config x 3 dtypes x these shapes is the longest step (~0.3 s a row); 8192^3 and the
 # rest of ab.py's default list are left to ab_auto
@@ -91,7 +98,11 @@ AUTO_DTYPES=${AUTO_DTYPES:-fp32,tf32,bf16,fp16}
 # fp32_squares: fp32 squares 1024..8192, odd, skinny and model-like shapes, at ab.py's default
 # timing unless SQUARE_TIMING="--rep MS --warmup MS"
 SQUARE_SHAPES=${SQUARE_SHAPES:-1024x1024x1024,1536x1536x1536,2048x2048x2048,3072x3072x3072,4096x4096x4096,5120x5120x5120,6144x6144x6144,8192x8192x8192,1000x1000x1000,1023x1023x1023,4095x4095x4095,4097x4097x4097,8x4096x4096,128x4096x4096,4096x11008x4096}
-MODEL_ARGS=${MODEL_ARGS:---batch 2 --seq 512 --rep-ms 100 --profile-top 8}
+MODEL_ARGS=${MODEL_ARGS:---breakdown}
+# the suites: every op of ab.py --suite (mm, linear, linear_gelu, bmm; skinny: also the decode set)
+SUITE_DTYPES=${SUITE_DTYPES:-fp32,tf32,bf16,fp16}
+PEERS=${PEERS-pad}
+SUITE_ARGS=${SUITE_ARGS:-}
 TIMING="--rep $REP --warmup $WARMUP"
 
 step() {  # name, then the command; its output to $LOGDIR/<name>.txt and the log
@@ -114,6 +125,8 @@ for s in $STEPS; do
           blocked=$(python3 -c "import tilelab_torch as t; print(' '.join(k.name for k in t.kernels('cuda') if k.family == 'blocked'))")
           step fp32_squares python3 benchmarks/ab.py --no-progress --out "$RES" --name fp32_squares \
           --kernels auto $blocked --shapes "$SQUARE_SHAPES" --dtypes fp32 --graph-max-mnk 0 ${SQUARE_TIMING:-} ;;
+    transformer|skinny) step suite_$s python3 benchmarks/ab.py --no-progress --out "$RES" --suite $s \
+          --dtypes "$SUITE_DTYPES" ${PEERS:+--peer $PEERS} $SUITE_ARGS $TIMING ;;
     tile_sweep) step tile_sweep python3 benchmarks/tile_sweep.py --no-progress --out "$RES" --no-csv \
           --sizes "$SWEEP_SIZES" $TIMING ;;
     ncu) step ncu python3 benchmarks/profile_ncu.py --no-progress --out "$RES" --no-csv --shape "$NCU_SHAPE" \
@@ -125,7 +138,7 @@ for s in $STEPS; do
           grep -E "passed|failed|error" "$LOGDIR/pytest.txt" | tail -1 | tee -a "$LOG"
           grep -E "^(FAILED|ERROR)" "$LOGDIR/pytest.txt" | head -20 | tee -a "$LOG" ;;
     model) step model_ab python3 benchmarks/model_ab.py --out "$RES" $MODEL_ARGS ;;
-    table) step table python3 benchmarks/make_readme_table.py "$RES" --out "$LOGDIR/results.md" ;;
+    table) step table python3 benchmarks/make_readme_table.py "$RES" --suite-tables --out "$LOGDIR/results.md" ;;
     *) say "unknown step $s" ;;
   esac
 done

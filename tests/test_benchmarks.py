@@ -1,0 +1,181 @@
+"""benchmarks/ab.py and make_readme_table.py on the CPU: the suites' shapes, every op
+(tiled_linear's linear_gelu included) through ab.py's main on --smoke shapes, the
+verification, the peer columns and the suite tables. No timing is checked."""
+import json
+import math
+import os
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import tilelab_torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+import ab  # noqa: E402
+import common  # noqa: E402
+import make_readme_table  # noqa: E402
+
+FAST = ["--smoke", "--warmup", "1", "--rep", "1", "--no-progress", "--device", "cpu"]
+ROW_KEYS = {"op", "suite", "name", "shape", "dtype", "M", "N", "K", "kernel", "ms", "cublas_ms", "ratio",
+            "rel_err", "cublas_rel_err", "status"}
+
+
+@pytest.fixture(autouse=True)
+def keep_precision():
+    """ab.py sets the fp32 matmul precision per row; put it back for the other tests."""
+    old = torch.get_float32_matmul_precision()
+    yield
+    torch.set_float32_matmul_precision(old)
+
+
+def run_ab(tmp_path, *argv) -> tuple[int, dict]:
+    rc = ab.main([*argv, "--out", str(tmp_path)])
+    name = next(argv[i + 1] for i, a in enumerate(argv) if a == "--suite") if "--suite" in argv else "ab"
+    path = tmp_path / (f"suite_{name}.json" if "--suite" in argv else "ab.json")
+    return rc, json.loads(path.read_text())
+
+
+def by_name(cases, name, op):
+    return next(c for c in cases if c.name == name and c.op == op)
+
+
+def test_suite_shapes_are_read_m_k_n():
+    """The issue writes M x K x N; ab.py's cases keep M, N, K under their own names."""
+    t = ab.suite_cases("transformer", ab.ALL_OPS, ["bf16"])
+    c = by_name(t, "gpt2.c_attn", "mm")
+    assert (c.B, c.M, c.K, c.N) == (1, 4096, 768, 2304)
+    c = by_name(t, "llama3-8b.mlp_down", "linear_gelu")
+    assert (c.M, c.K, c.N) == (4096, 14336, 4096)
+    c = by_name(t, "gpt2.attn.context", "bmm")
+    assert (c.B, c.M, c.K, c.N) == (96, 512, 512, 64)
+    assert {c.op for c in t} == {"mm", "linear", "linear_gelu", "bmm"}  # all: no addmm; no nobias entries
+    assert len([c for c in t if c.op == "mm"]) == 11 and len([c for c in t if c.op == "bmm"]) == 3
+
+    s = ab.suite_cases("skinny", ab.ALL_OPS, ["fp32", "bf16"])
+    decode = [c for c in s if c.op == "linear_nobias"]
+    assert len(decode) == 2 * 3 * 8 and {c.M for c in decode} == {1, 2, 4, 8, 16, 32, 64, 128}
+    assert {(c.K, c.N) for c in decode} == {(4096, 4096), (4096, 14336), (14336, 4096)}
+    dots = [c for c in s if c.op == "bmm"]
+    assert [(c.B, c.M, c.K, c.N, c.dtype) for c in dots] == [(1024, 1, 128, 1, "fp32")]  # fp32 only
+    c = by_name(s, "odd.2x3x100003", "mm")
+    assert (c.M, c.K, c.N) == (2, 3, 100003)
+
+
+def test_smoke_keeps_alignment():
+    assert [ab.smoke_size(d) for d in (1, 5, 64, 4096, 50257, 100003)] == [1, 5, 64, 32, 49, 35]
+    assert ab.padded_sizes(dict(B=7, M=1, N=100003, K=3)) == dict(B=7, M=1, N=100008, K=8)
+    assert ab.needs_padding(dict(B=1, M=1, N=4096, K=4096), "bf16") is False  # M = 1 is not padded
+    assert ab.needs_padding(dict(B=1, M=2, N=4096, K=4096), "fp16") is True
+    assert ab.needs_padding(dict(B=1, M=2, N=4096, K=4096), "fp32") is False
+
+
+def check_rows(data, suite):
+    rows = data["rows"]
+    assert rows and data["meta"]["suite"] == suite and data["meta"]["smoke"] is True
+    for r in rows:
+        assert ROW_KEYS <= r.keys(), ROW_KEYS - r.keys()
+        assert r["status"] == "OK" and r["rel_err"] <= common.TOL[r["dtype"]], r
+        letters = "BxMxKxN" if r["op"] == "bmm" else "MxKxN"
+        dims = [r["B"], r["M"], r["K"], r["N"]] if r["op"] == "bmm" else [r["M"], r["K"], r["N"]]
+        assert r["shape"] == f"{letters}=" + "x".join(map(str, dims))
+        assert math.isclose(r["ratio"], r["cublas_ms"] / r["ms"])
+        assert ("weight_gbps" in r) == (r["M"] <= 16)
+    # the summary: one geometric mean per (op, dtype), of those rows' ratios
+    for s in data["summary"]:
+        g = [r["ratio"] for r in rows if (r["op"], r["dtype"]) == (s["op"], s["dtype"])]
+        assert s["n"] == len(g) and math.isclose(s["geomean_ratio"], math.exp(sum(map(math.log, g)) / len(g)))
+    assert {(s["op"], s["dtype"]) for s in data["summary"]} == {(r["op"], r["dtype"]) for r in rows}
+    return rows
+
+
+def test_transformer_suite_every_op(tmp_path):
+    rc, data = run_ab(tmp_path, "--suite", "transformer", "--dtypes", "fp32,bf16", *FAST)
+    assert rc == 0
+    rows = check_rows(data, "transformer")
+    assert {r["op"] for r in rows} == {"mm", "linear", "linear_gelu", "bmm"}
+    assert all("B" in r for r in rows if r["op"] == "bmm")
+    lm = next(r for r in rows if r["name"] == "gpt2.lm_head" and r["op"] == "linear_gelu")
+    assert (lm["M"], lm["K"], lm["N"]) == (32, 32, 49)  # 4096 x 768 x 50257, smoked
+
+    md = make_readme_table.build(str(tmp_path), suite_tables=True)
+    assert "Suite `transformer`" in md and "| linear_gelu | bf16 | 11 |" in md
+    assert "| linear_gelu | gpt2.lm_head | - | 32 | 32 | 49 | bf16 |" in md
+
+
+def test_skinny_suite_and_pad_peer(tmp_path):
+    rc, data = run_ab(tmp_path, "--suite", "skinny", "--dtypes", "fp32,bf16", "--peer", "pad", *FAST)
+    assert rc == 0
+    rows = check_rows(data, "skinny")
+    assert {r["op"] for r in rows} == {"mm", "linear", "linear_nobias", "linear_gelu", "bmm"}
+    padded = [r for r in rows if ab.needs_padding(dict(B=r.get("B", 1), M=r["M"], N=r["N"], K=r["K"]), r["dtype"])]
+    assert {r["name"] for r in padded} >= {"odd.2x3x100003", "odd.5x5x5"}
+    for r in rows:
+        if r in padded:
+            assert r["pad_status"] == "OK" and math.isclose(r["pad_ratio"], r["pad_ms"] / r["ms"])
+        else:
+            assert "pad_ms" not in r  # aligned, a dimension of 1, or fp32
+    assert all(s.get("n_pad", 0) == 0 for s in data["summary"] if s["dtype"] == "fp32")
+    assert "geomean pad ratio" in make_readme_table.build(str(tmp_path))
+
+
+@pytest.mark.parametrize("op", ["mm", "addmm", "linear", "linear_nobias", "linear_gelu", "bmm"])
+def test_each_op_calls_tilelab(op, monkeypatch):
+    """The tilelab side of each op is the matching tilelab call (tiled_linear for the linear ops)
+    and agrees with torch's side."""
+    calls = []
+    for fn in ("tiled_mm", "tiled_addmm", "tiled_linear", "tiled_bmm"):
+        real = getattr(tilelab_torch, fn)
+        monkeypatch.setattr(tilelab_torch, fn, lambda *a, _f=fn, _r=real, **kw: calls.append((_f, kw)) or _r(*a, **kw))
+    inputs = ab.make_inputs(op, dict(B=3, M=5, N=6, K=7), torch.float64, "cpu")
+    out = ab.OPS[op].tilelab(*inputs, variant=None)
+    torch.testing.assert_close(out, ab.OPS[op].torch(*inputs))
+    want = {"mm": "tiled_mm", "addmm": "tiled_addmm", "bmm": "tiled_bmm"}.get(op, "tiled_linear")
+    assert [c[0] for c in calls] == [want]
+    assert calls[0][1].get("activation") == ("gelu" if op == "linear_gelu" else None)
+
+
+def test_verification_catches_a_missing_activation(tmp_path, monkeypatch):
+    """A tilelab side that forgets the GELU is out of tolerance: status CHECK, exit code 1."""
+    monkeypatch.setitem(ab.OPS, "linear_gelu", ab.OPS["linear_gelu"]._replace(
+        tilelab=lambda x, w, b, **kw: tilelab_torch.tiled_linear(x, w, b, **kw)))
+    rc, data = run_ab(tmp_path, "--op", "linear_gelu", "--shapes", "16x24x40", "--dtypes", "fp32", *FAST[1:])
+    assert rc == 1 and data["rows"][0]["status"] == "CHECK"
+
+
+def test_triton_peer_columns(tmp_path, monkeypatch):
+    """The triton columns' plumbing with torch.compile replaced (a CPU has no Triton GEMM
+    templates): its arguments, verification, ratio; then a failing compile that the row reports."""
+    seen = []
+
+    def fake_compile(fn, **kw):
+        seen.append(kw)
+        return lambda *a: F.gelu(F.linear(*a))  # the right values, computed another way
+
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    rc, data = run_ab(tmp_path, "--op", "linear_gelu", "--shapes", "16x24x40", "--dtypes", "fp32",
+                      "--peer", "triton", *FAST[1:])
+    r = data["rows"][0]
+    assert rc == 0 and seen == [dict(mode="max-autotune-no-cudagraphs", dynamic=False, fullgraph=True)]
+    assert r["triton_status"] == "OK" and math.isclose(r["triton_ratio"], r["triton_ms"] / r["ms"])
+
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: lambda *a: (_ for _ in ()).throw(RuntimeError("no luck")))
+    rc, data = run_ab(tmp_path, "--op", "mm", "--shapes", "8x8x8", "--dtypes", "fp32", "--peer", "triton", *FAST[1:])
+    r = data["rows"][0]
+    assert rc == 0 and r["status"] == "OK" and r["ms"] > 0
+    assert r["triton_ms"] is None and "triton_ratio" not in r and "no luck" in r["triton_status"]
+    assert r["triton_status"].startswith("FAIL")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--suite", "skinny", "--shapes", "8x8x8"], "not allowed with"),
+    (["--op", "all"], "--op all needs --suite"),
+    (["--smoke"], "needs --suite"),
+    (["--suite", "transformer", "--op", "linear_nobias"], "has no linear_nobias shapes"),
+    (["--dtypes", "fp8"], "unknown dtype"),
+])
+def test_argument_errors(argv, message, capsys):
+    with pytest.raises(SystemExit):
+        ab.main([*argv, "--device", "cpu"])
+    assert message in capsys.readouterr().err
