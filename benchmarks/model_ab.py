@@ -1,256 +1,614 @@
 #!/usr/bin/env python3
-"""Model A/B: a GPT-2-sized transformer with cuBLAS vs with tilelab, end to end.
+"""Model A/B: real models with cuBLAS vs with tilelab's kernels, end to end and per GEMM.
 
-The model is transformers' GPT2LMHeadModel built from a GPT2Config with random
-weights (nothing is downloaded) when `transformers` is importable, else a
-self-contained GPT-2-style block stack (nn.Linear, LayerNorm, GELU). The same
-weights run twice on the same tokens:
+Models (random weights, nothing is downloaded):
+  gpt2   transformers GPT2LMHeadModel(GPT2Config()), 124M parameters
+  llama  transformers LlamaForCausalLM: 8 layers, hidden 2048, MLP 5632, 16 heads, vocab 32000
+  vit    timm vit_base_patch16_224 (pretrained=False)
+Without transformers (timm) a self-contained block stack of the same style stands in;
+the row's `model` names it and its `note` says why (--fallback forces it).
 
-  cublas   plain PyTorch (torch.mm/addmm/matmul -> cuBLAS; fp32 without TF32)
-  tilelab  inside tilelab_torch.use_tiled(): GPT-2's Conv1D (torch.addmm), the
-           tied lm_head (F.linear) and, with --attn eager, the attention
-           matmuls run on tilelab's kernels; the self-contained model also has
-           its nn.Linear swapped by swap_linear. The number of routed calls per
-           forward is reported.
+Routings, on the same module and weights: `cublas` (the untouched model), then
+`tilelab_torch.swap(model, fuse=False)` (every nn.Linear / Conv1D on tilelab) and
+`swap(model, fuse=True)` (also the known Linear+activation pairs fused into one
+kernel's epilogue), measured in that order, each undone by `unswap` before the next.
+Modes: `forward` (eval, no grad) and `train` (forward + backward + AdamW(foreach)
+step; the weights are restored from a snapshot and a fresh AdamW is made before each
+routing, so all routings start from the same parameters and share no optimizer
+state). Each runs eager and under CUDA graphs: torch.cuda.graph captures the whole
+step (forward; or forward, backward and AdamW(capturable=True).step()) on static
+inputs and the timed steps replay it. The step time is the median over repeated
+steps of CUDA-event time after warm-up; fp32 is IEEE fp32 on both sides (no TF32).
+The attention products stay in torch's SDPA on both sides (swap replaces modules).
 
-For each dtype (bf16, fp32) x batch x sequence x mode (fwd, fwd+bwd): tokens/s
-of both (median of timed iterations), their ratio tilelab/cuBLAS (> 1 means
-tilelab is faster), the max |logits difference| (absolute and relative to
-max |logits|) and the loss difference; then a torch.profiler breakdown (top
-ops by self device time) of one fwd+bwd step of both at the largest shape.
+One row per model, dtype, mode, graphs, routing (the tilelab ones) and batch x seq:
+tilelab_per_s and cublas_per_s (tokens/s; images/s for vit), ratio =
+tilelab_per_s / cublas_per_s (> 1: tilelab faster), and max_abs_diff /
+bitwise_equal: the routing's logits against the untouched model's, eval forward,
+same inputs. --breakdown adds, per model config, every unique GEMM of a forward
+(the routed modules' problems: M, K, N, op, the kernel tilelab_torch.explain picks),
+timed in isolation (act(F.linear) vs tiled_linear with the same bias and activation;
+forward and forward+backward), its count per step and its share of the step's GEMM time.
 
 Examples:
-    python benchmarks/model_ab.py                          # GPU default sweep
-    python benchmarks/model_ab.py --batch 4 --seq 128 512 --out out/model_ab
-    python benchmarks/model_ab.py --tiny                   # CPU-sized smoke run
+    python benchmarks/model_ab.py                        # GPU: the default set (sized for ~4 min on an H200)
+    python benchmarks/model_ab.py --quick --breakdown    # one config per model, with the GEMM breakdown
+    python benchmarks/model_ab.py --models llama --configs llama=2x2048 --dtypes bf16
+    python benchmarks/model_ab.py --device cpu --smoke   # tiny models on the CPU (seconds)
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
 import os
+import statistics
 import sys
 import time
+from dataclasses import dataclass
+from typing import Callable, Iterator, Optional
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 from common import tilelab_torch  # noqa: E402
 
-DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}
+DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
+MODELS = ("gpt2", "llama", "vit")
+# (batch, seq) per model; vit's seq is None (images/s). The first is --quick's.
+CONFIGS = {"gpt2": [(8, 512), (1, 128)], "llama": [(4, 1024), (1, 128)], "vit": [(64, None), (8, None)]}
+SMOKE_CONFIGS = {"gpt2": [(2, 16)], "llama": [(2, 16)], "vit": [(2, None)]}
+ROUTINGS = ("cublas", "swap(fuse=False)", "swap(fuse=True)")
+ACTIVATIONS = {None: lambda y: y, "relu": F.relu, "gelu": F.gelu, "silu": F.silu,
+               "gelu_tanh": lambda y: F.gelu(y, approximate="tanh")}
+GRAPHS_METHOD = ("torch.cuda.graph capture of the whole step (forward; or forward, backward and "
+                 "AdamW(foreach, capturable=True).step()) on static inputs, timed by replay")
 
 
-# ------------------------------------------------------------------- models
+# ------------------------------------------------------------------ models
+class Mlp(nn.Module):
+    """fc1 -> act -> fc2, under the class name swap knows (timm's): its activation can be fused."""
+
+    def __init__(self, d: int, ff: int, act: nn.Module):
+        super().__init__()
+        self.fc1, self.act, self.fc2 = nn.Linear(d, ff), act, nn.Linear(ff, d)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class LlamaMLP(nn.Module):
+    """down_proj(act_fn(gate_proj(x)) * up_proj(x)), under the class name swap knows (transformers')."""
+
+    def __init__(self, d: int, ff: int):
+        super().__init__()
+        self.gate_proj, self.up_proj = nn.Linear(d, ff, bias=False), nn.Linear(d, ff, bias=False)
+        self.down_proj, self.act_fn = nn.Linear(ff, d, bias=False), nn.SiLU()
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+
+
 class _Block(nn.Module):
-    def __init__(self, d, heads):
-        super().__init__()
-        self.heads = heads
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+    """Pre-norm transformer block: SDPA attention, then an MLP (GELU, or Llama's gated SiLU)."""
 
-    def forward(self, x):
+    def __init__(self, d: int, heads: int, ff: int, style: str):
+        super().__init__()
+        self.heads, self.causal = heads, style != "vit"
+        norm = nn.RMSNorm if style == "llama" else nn.LayerNorm
+        self.ln1, self.ln2 = norm(d), norm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d, bias=style != "llama"), nn.Linear(d, d, bias=style != "llama")
+        self.mlp = LlamaMLP(d, ff) if style == "llama" else Mlp(d, ff, nn.GELU("tanh" if style == "gpt2" else "none"))
+
+    def forward(self, x: Tensor) -> Tensor:
         B, T, D = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(D, dim=-1)
-        q, k, v = (t.reshape(B, T, self.heads, -1).transpose(1, 2) for t in (q, k, v))
-        att = (q @ k.transpose(-1, -2)) * (q.shape[-1] ** -0.5)
-        mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
-        att = att.masked_fill(mask, float("-inf")).softmax(-1)
-        x = x + self.proj((att @ v).transpose(1, 2).reshape(B, T, D))
-        return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+        q, k, v = self.qkv(self.ln1(x)).view(B, T, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+        x = x + self.proj(a.transpose(1, 2).reshape(B, T, D))
+        return x + self.mlp(self.ln2(x))
 
 
-class MiniGPT(nn.Module):
-    """GPT-2-style decoder when transformers is absent; returns (logits, loss)."""
+class Stack(nn.Module):
+    """Self-contained stand-in: token (or patch) embedding, blocks, norm, linear head."""
 
-    def __init__(self, vocab, positions, d, layers, heads):
+    def __init__(self, style: str, d: int, heads: int, layers: int, ff: int, out: int, patch: int = 0,
+                 positions: int = 4096):
         super().__init__()
-        self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(positions, d)
-        self.blocks = nn.ModuleList(_Block(d, heads) for _ in range(layers))
-        self.ln_f = nn.LayerNorm(d)
-        self.lm_head = nn.Linear(d, vocab, bias=False)
-        self.lm_head.weight = self.wte.weight
+        self.patch = patch
+        self.embed = nn.Linear(3 * patch * patch, d) if patch else nn.Embedding(out, d)
+        self.pos = nn.Parameter(0.02 * torch.randn(positions, d))
+        self.blocks = nn.ModuleList(_Block(d, heads, ff, style) for _ in range(layers))
+        self.norm = nn.RMSNorm(d) if style == "llama" else nn.LayerNorm(d)
+        self.head = nn.Linear(d, out, bias=False)
 
-    def forward(self, ids, labels):
-        x = self.wte(ids) + self.wpe(torch.arange(ids.shape[1], device=ids.device))
+    def forward(self, x: Tensor) -> Tensor:
+        if self.patch:  # (B, 3, H, W) -> (B, patches, 3*p*p)
+            x = F.unfold(x, self.patch, stride=self.patch).transpose(1, 2)
+        x = self.embed(x)
+        x = x + self.pos[: x.shape[1]]
         for b in self.blocks:
             x = b(x)
-        logits = self.lm_head(self.ln_f(x))
-        loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(), labels[:, 1:].reshape(-1))
-        return logits, loss
+        x = self.norm(x)
+        return self.head(x.mean(1) if self.patch else x)
 
 
-def build(args, device, dtype):
+@dataclass
+class Model:
+    key: str  #: gpt2 / llama / vit; the rows' `model`, with " (stand-in)" for a self-contained one
+    name: str  #: what runs, e.g. "transformers GPT2LMHeadModel (124M)"
+    note: str  #: "" or why a stand-in runs
+    module: nn.Module
+    unit: str  #: "tokens" or "images"
+    inputs: Callable[[int, Optional[int]], tuple]  #: (batch, seq) -> (input, target), fixed
+    logits: Callable[[Tensor], Tensor]
+
+    @property
+    def row_name(self) -> str:
+        return self.key + (" (stand-in)" if self.name.startswith("self-contained") else "")
+
+
+def _text(key, module, vocab, name, note, device, call):
+    def inputs(batch, seq):
+        g = torch.Generator().manual_seed(1)
+        ids = torch.randint(0, vocab, (batch, seq + 1), generator=g).to(device)
+        return ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
+
+    return Model(key, name, note, module, "tokens", inputs, call)
+
+
+def build(key: str, smoke: bool, fallback: bool, device: str, dtype: torch.dtype) -> Model:
+    """The model `key` in `dtype` on `device`, weights from seed 0."""
     torch.manual_seed(0)
-    if not args.no_transformers:
-        try:
-            from transformers import GPT2Config, GPT2LMHeadModel
-
-            cfg = GPT2Config(vocab_size=args.vocab, n_positions=max(args.seq), n_embd=args.d_model,
-                             n_layer=args.layers, n_head=args.heads, resid_pdrop=0.0, embd_pdrop=0.0,
-                             attn_pdrop=0.0)
+    lib = "timm" if key == "vit" else "transformers"
+    note = "self-contained stand-in (--fallback)" if fallback else ""
+    mod = None
+    with torch.device(device):
+        if not fallback:
             try:
-                cfg._attn_implementation = args.attn
-            except Exception:  # noqa: BLE001
-                pass
-            m = GPT2LMHeadModel(cfg).to(device=device, dtype=dtype).eval()
+                mod, name, extra = _build_library(key, smoke)
+            except ImportError:
+                note = f"{lib} is not installed: a self-contained {key}-style stack stands in"
+        if mod is None:
+            name, extra = f"self-contained {key}-style stack", {}
+            d, heads, layers, ff, vocab = {
+                "gpt2": (768, 12, 12, 3072, 50257), "llama": (2048, 16, 8, 5632, 32000),
+                "vit": (768, 12, 12, 3072, 1000)}[key]
+            if smoke:
+                d, heads, layers, ff, vocab = 64, 4, 2, 176, 512
+            if key == "vit":
+                vocab = 10 if smoke else vocab
+                mod = Stack(key, d, heads, layers, ff, vocab, patch=8 if smoke else 16)
+                extra = {"image": 32 if smoke else 224, "classes": vocab}
+            else:
+                mod = Stack(key, d, heads, layers, ff, vocab)
+                extra = {"vocab": vocab}
+    mod = mod.to(device=device, dtype=dtype)
+    name += f" ({sum(p.numel() for p in mod.parameters()) / 1e6:.0f}M)" if not smoke else " (smoke size)"
+    if key == "vit":
+        size, classes = extra["image"], extra["classes"]
 
-            def run(ids):
-                o = m(input_ids=ids, labels=ids)
-                return o.logits, o.loss
+        def inputs(batch, seq):
+            g = torch.Generator().manual_seed(1)
+            x = torch.randn(batch, 3, size, size, generator=g).to(device=device, dtype=dtype)
+            return x, torch.randint(0, classes, (batch,), generator=g).to(device)
 
-            return m, run, "transformers.GPT2LMHeadModel"
-        except ImportError:
-            pass
-    m = MiniGPT(args.vocab, max(args.seq), args.d_model, args.layers, args.heads).to(device=device, dtype=dtype)
-    return m, (lambda ids: m(ids, ids)), "self-contained MiniGPT"
+        return Model(key, name, note, mod, "images", inputs, mod)
+    if name.startswith("transformers"):
+        def call(ids):
+            with _unpacked_sequences():
+                return mod(input_ids=ids, use_cache=False).logits
 
-
-# ------------------------------------------------------------------ measure
-def step(run, model, ids, mode):
-    if mode == "fwd":
-        with torch.no_grad():
-            return run(ids)
-    model.zero_grad(set_to_none=True)
-    logits, loss = run(ids)
-    loss.backward()
-    return logits, loss
+        return _text(key, mod, extra["vocab"], name, note, device, call)
+    return _text(key, mod, extra["vocab"], name, note, device, mod)
 
 
-def profile_top(fn, device, top):
-    from torch.profiler import ProfilerActivity, profile
+@contextlib.contextmanager
+def _unpacked_sequences():
+    """transformers reads the position ids back to the host to see whether they pack several
+    sequences; under CUDA-graph capture it cannot, and builds an explicit causal mask instead
+    of SDPA's is_causal, so a captured step would run another attention kernel than an eager
+    one. The inputs here are single sequences (positions 0..T-1), for which the check says
+    "not packed": that answer is given directly, in both."""
+    try:
+        import transformers.masking_utils as mu
+    except ImportError:  # a transformers without it has no such check
+        mu = None
+    saved = getattr(mu, "find_packed_sequence_indices", None)
+    if saved is not None:
+        mu.find_packed_sequence_indices = lambda position_ids: None
+    try:
+        yield
+    finally:
+        if saved is not None:
+            mu.find_packed_sequence_indices = saved
 
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+
+def _build_library(key: str, smoke: bool):
+    if key == "vit":
+        import timm
+
+        kw = dict(img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=4, num_classes=10) if smoke else {}
+        mod = timm.create_model("vit_base_patch16_224", pretrained=False, **kw)
+        return mod, "timm vit_base_patch16_224", {"image": 32 if smoke else 224, "classes": mod.num_classes}
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    if key == "gpt2":
+        cfg = (transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=512, n_positions=64) if smoke
+               else transformers.GPT2Config())
+        return transformers.GPT2LMHeadModel(cfg), "transformers GPT2LMHeadModel", {"vocab": cfg.vocab_size}
+    size = (dict(num_hidden_layers=2, hidden_size=64, intermediate_size=176, num_attention_heads=4,
+                 num_key_value_heads=4, vocab_size=512) if smoke else
+            dict(num_hidden_layers=8, hidden_size=2048, intermediate_size=5632, num_attention_heads=16,
+                 num_key_value_heads=16, vocab_size=32000))
+    cfg = transformers.LlamaConfig(**size)
+    return transformers.LlamaForCausalLM(cfg), "transformers LlamaForCausalLM", {"vocab": cfg.vocab_size}
+
+
+# ----------------------------------------------------------------- routing
+@contextlib.contextmanager
+def routed(module: nn.Module, routing: str):
+    """The model under `routing` for the block (swap ... unswap); yields the SwapReport or None."""
+    if routing == "cublas":
+        yield None
+        return
+    report = tilelab_torch.swap(module, fuse=routing == "swap(fuse=True)")
+    try:
+        yield report
+    finally:
+        tilelab_torch.unswap(module)
+
+
+def loss_of(logits: Tensor, target: Tensor) -> Tensor:
+    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), target.reshape(-1))
+
+
+def make_step(m: Model, mode: str, x: Tensor, y: Tensor, opt) -> Callable[[], Tensor]:
+    """One step: eval forward without grad, or forward + backward + optimizer step."""
+    if mode == "forward":
+        def step():
+            with torch.no_grad():
+                return m.logits(x)
+    else:
+        def step():
+            opt.zero_grad(set_to_none=True)
+            loss = loss_of(m.logits(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+    return step
+
+
+def capture(step: Callable[[], Tensor], warmup: int = 3) -> Callable[[], None]:
+    """Capture `step` into a CUDA graph (after warm-up on a side stream); returns its replay."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(warmup):
+            step()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        step()
+    return g.replay
+
+
+def first_line(e: Exception) -> str:
+    return (str(e).strip().splitlines() or [""])[0][:200]
+
+
+def sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def time_steps(fn: Callable, device: str, rep_ms: float, min_steps: int, max_steps: int = 50) -> float:
+    """Median ms of fn() over repeated steps: one warm-up step, then as many timed steps as fit
+    in rep_ms (at least min_steps); CUDA events around each step on CUDA."""
     fn()
-    with profile(activities=acts) as prof:
+    sync(device)
+    t0 = time.perf_counter()
+    fn()
+    sync(device)
+    est = (time.perf_counter() - t0) * 1e3
+    n = int(min(max_steps, max(min_steps, rep_ms / max(est, 1e-3))))
+    if not device.startswith("cuda"):
+        times = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(times)
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+    for s, e in ev:
+        s.record()
         fn()
-        if device == "cuda":
-            torch.cuda.synchronize()
-    attr = "self_device_time_total" if device == "cuda" else "self_cpu_time_total"
-    rows = sorted(prof.key_averages(), key=lambda e: getattr(e, attr, 0), reverse=True)
-    total = sum(getattr(e, attr, 0) for e in rows) or 1
-    return [{"op": e.key[:70], "calls": e.count, "self_ms": getattr(e, attr, 0) / 1e3,
-             "pct": 100 * getattr(e, attr, 0) / total} for e in rows[:top]]
+        e.record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in ev)
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--dtypes", nargs="+", default=["bf16", "fp32"], choices=sorted(DTYPES))
-    p.add_argument("--batch", nargs="+", type=int, default=[1, 4])
-    p.add_argument("--seq", nargs="+", type=int, default=[128, 512])
-    p.add_argument("--modes", nargs="+", default=["fwd", "fwdbwd"], choices=["fwd", "fwdbwd"])
-    p.add_argument("--layers", type=int, default=12)
-    p.add_argument("--d-model", type=int, default=768)
-    p.add_argument("--heads", type=int, default=12)
-    p.add_argument("--vocab", type=int, default=50257)
-    p.add_argument("--attn", default="eager", choices=["eager", "sdpa"],
-                   help="GPT-2 attention: eager routes its matmuls to tilelab too; sdpa keeps torch's kernel")
-    p.add_argument("--no-transformers", action="store_true", help="use the self-contained model")
-    p.add_argument("--tiny", action="store_true", help="CPU-sized model and sweep (smoke test)")
-    p.add_argument("--rep-ms", type=int, default=200, help="timing budget per measurement")
-    p.add_argument("--profile-top", type=int, default=8, help="rows of the profiler breakdown (0: none)")
-    p.add_argument("--out", help="directory for model_ab.json (model_ab.partial.json holds the rows done so far "
-                                 "while it runs, and is removed at the end)")
-    args = p.parse_args(argv)
-    if args.tiny:
-        args.layers, args.d_model, args.heads, args.vocab = 2, 64, 4, 512
-        args.batch, args.seq = [2], [32]
-    dev = args.device
-    torch.set_float32_matmul_precision("highest")  # fp32 rows are IEEE fp32 on both sides
+def restore(module: nn.Module, snapshot: list[Tensor]) -> None:
+    with torch.no_grad():
+        for p, s in zip(module.parameters(), snapshot):
+            p.copy_(s)
 
-    rows, profiles, arch = [], {}, None
-    for dkey in args.dtypes:
-        dtype = DTYPES[dkey]
-        model, run, arch = build(args, dev, dtype)
-        swapped = 0
-        # The self-contained model's nn.Linear become TiledLinear (sharing the
-        # weights); inside use_tiled the cuBLAS side would be routed as well, so
-        # the cuBLAS side runs a twin that keeps nn.Linear.
-        if arch.startswith("self"):
-            import copy
 
-            base_model = copy.deepcopy(model)
-            base_run = lambda ids, m=base_model: m(ids, ids)  # noqa: E731
-            swapped = tilelab_torch.swap_linear(model)
-        else:
-            base_model, base_run = model, run
-        for B in args.batch:
-            for T in args.seq:
-                ids = torch.randint(0, args.vocab, (B, T), device=dev)
-                with torch.no_grad():
-                    ref_logits, ref_loss = base_run(ids)
-                    with tilelab_torch.use_tiled() as mode:
-                        til_logits, til_loss = run(ids)
-                diff = (til_logits.float() - ref_logits.float()).abs().max().item()
-                scale = ref_logits.float().abs().max().item() or 1.0
-                for mname in args.modes:
-                    t_ref = common.bench(lambda: step(base_run, base_model, ids, mname), dev, rep_ms=args.rep_ms)
-
-                    def til():
-                        with tilelab_torch.use_tiled():
-                            return step(run, model, ids, mname)
-
-                    t_til = common.bench(til, dev, rep_ms=args.rep_ms)
-                    rows.append({
-                        "dtype": dkey, "batch": B, "seq": T, "mode": mname,
-                        "cublas_ms": t_ref, "tilelab_ms": t_til,
-                        "cublas_tok_s": B * T / t_ref * 1e3, "tilelab_tok_s": B * T / t_til * 1e3,
-                        "ratio": t_ref / t_til,
-                        "routed_per_fwd": mode.routed, "passed_per_fwd": mode.passed,
-                        "routed_by": dict(mode.routed_by), "swapped_linear": swapped,
-                        "max_logit_diff": diff, "rel_logit_diff": diff / scale,
-                        "loss_cublas": float(ref_loss), "loss_tilelab": float(til_loss),
-                        "loss_diff": abs(float(ref_loss) - float(til_loss)),
-                    })
-                    if args.out:  # partial results survive a time limit
-                        common.write_json(os.path.join(args.out, "model_ab.partial.json"), rows)
-                    print(f"{dkey} B={B} T={T} {mname}: cuBLAS {t_ref:.2f} ms, tilelab {t_til:.2f} ms, "
-                          f"ratio {t_ref / t_til:.3f}, max|dlogits| {diff:.3g}", flush=True)
-        if args.profile_top > 0:
-            B, T = max(args.batch), max(args.seq)
-            ids = torch.randint(0, args.vocab, (B, T), device=dev)
-
-            def til_step():
-                with tilelab_torch.use_tiled():
-                    step(run, model, ids, "fwdbwd")
-
-            profiles[dkey] = {
-                "shape": f"B={B} T={T} fwd+bwd",
-                "cublas": profile_top(lambda: step(base_run, base_model, ids, "fwdbwd"), dev, args.profile_top),
-                "tilelab": profile_top(til_step, dev, args.profile_top),
-            }
-        del model, base_model
-        if dev == "cuda":
+def measure(m: Model, routing: str, mode: str, graphs: bool, x: Tensor, y: Tensor, snapshot: list,
+            args) -> float:
+    """Median ms per step of the model under `routing`."""
+    m.module.train(mode == "train")
+    opt = None
+    if mode == "train":
+        restore(m.module, snapshot)  # every routing starts from the same weights, with a fresh AdamW
+        opt = torch.optim.AdamW(m.module.parameters(), lr=1e-4, foreach=True, capturable=graphs)
+    step = fn = None
+    try:
+        with routed(m.module, routing):
+            step = make_step(m, mode, x, y, opt)
+            fn = capture(step) if graphs else step
+            return time_steps(fn, args.device, args.rep_ms, args.min_steps)
+    finally:
+        del fn, step, opt  # the graph and its memory pool, the optimizer state, the gradients
+        m.module.zero_grad(set_to_none=True)
+        if args.device.startswith("cuda"):
             torch.cuda.empty_cache()
 
-    meta = common.metadata(dev, "fp32 highest (no TF32)")
-    meta.update({"model": arch, "layers": args.layers, "d_model": args.d_model, "heads": args.heads,
-                 "vocab": args.vocab, "attn": args.attn, "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:])})
-    print(f"\n{arch}: {args.layers} layers, d={args.d_model}, heads={args.heads}, vocab={args.vocab}, "
-          f"attn={args.attn} on {meta['device']}")
-    for dkey, prof in profiles.items():
+
+# --------------------------------------------------------------- breakdown
+def _is_linear(mod: nn.Module) -> bool:
+    return isinstance(mod, nn.Linear) or type(mod).__name__ == "Conv1D"
+
+
+def gemm_problems(m: Model, x: Tensor) -> list[dict]:
+    """Every Linear/Conv1D call of one eval forward of the untouched model, grouped by
+    problem (M, K, N, bias, activation after swap(fuse=True), weight layout), in call order."""
+    calls = []
+    hooks = [mod.register_forward_pre_hook(lambda mod, a, name=name: calls.append((name, a[0].shape)))
+             for name, mod in m.module.named_modules() if _is_linear(mod)]
+    m.module.eval()
+    try:
+        with torch.no_grad():
+            m.logits(x)
+    finally:
+        for h in hooks:
+            h.remove()
+    mods = dict(m.module.named_modules())
+    with routed(m.module, "swap(fuse=True)"):
+        acts = {n: getattr(mod, "activation", None) for n, mod in m.module.named_modules()}
+    groups: dict = {}
+    for name, shape in calls:
+        mod = mods[name]
+        conv1d = not isinstance(mod, nn.Linear)
+        w = mod.weight.t() if conv1d else mod.weight  # as F.linear's weight: (N, K)
+        M = 1
+        for s in shape[:-1]:
+            M *= s
+        act = acts.get(name)
+        key = (M, w.shape[1], w.shape[0], mod.bias is not None, act, conv1d)
+        g = groups.setdefault(key, {"modules": [], "weight": w, "bias": mod.bias})
+        g["modules"].append(name)
+    return [{"M": k[0], "K": k[1], "N": k[2], "bias": k[3], "activation": k[4],
+             "op": "linear+act" if k[4] else "linear", "weight_layout": "KxN (Conv1D)" if k[5] else "NxK (Linear)",
+             "count": len(g["modules"]), "modules": g["modules"], "_w": g["weight"], "_b": g["bias"]}
+            for k, g in groups.items()]
+
+
+def breakdown(m: Model, x: Tensor, modes: list[str], args) -> dict:
+    """Time each unique GEMM problem of the model in isolation: act(F.linear(x, W, b)) (cuBLAS)
+    vs tiled_linear(x, W, b, activation=act), forward and (train in modes) forward+backward.
+    Returns {"problems": [...], "<side>_<fwd|train>_gemm_ms_per_step": sum of count x time}."""
+    dev, rep = args.device, args.gemm_rep_ms
+    out = []
+    for p in gemm_problems(m, x):
+        w, b, act = p.pop("_w"), p.pop("_b"), p["activation"]
+        a = torch.randn(p["M"], p["K"], device=dev, dtype=w.dtype)
+        e = tilelab_torch.explain(a, w.t())
+        p.update(dtype=str(w.dtype).replace("torch.", ""), kernel=e.kernel, reason=e.reason)
+        ref = lambda a: ACTIVATIONS[act](F.linear(a, w, b))  # noqa: E731
+        til = lambda a: tilelab_torch.tiled_linear(a, w, b, activation=act)  # noqa: E731
+        with torch.no_grad():
+            p["cublas_fwd_ms"] = common.bench(lambda: ref(a), dev, warmup_ms=10, rep_ms=rep)
+            p["tilelab_fwd_ms"] = common.bench(lambda: til(a), dev, warmup_ms=10, rep_ms=rep)
+            if act:  # the same product with the activation left to torch (what swap(fuse=False) runs)
+                p["tilelab_unfused_fwd_ms"] = common.bench(
+                    lambda: ACTIVATIONS[act](tilelab_torch.tiled_linear(a, w, b)), dev, warmup_ms=10, rep_ms=rep)
+        p["fwd_ratio"] = p["cublas_fwd_ms"] / p["tilelab_fwd_ms"]
+        if "train" in modes:
+            ag = a.detach().requires_grad_()
+            wrt = [ag, w] + ([b] if b is not None else [])
+            gy = torch.randn(p["M"], p["N"], device=dev, dtype=w.dtype)
+            for side, f in (("cublas", ref), ("tilelab", til)):
+                p[f"{side}_train_ms"] = common.bench(lambda: torch.autograd.grad(f(ag), wrt, gy), dev,
+                                                     warmup_ms=10, rep_ms=rep)
+            p["train_ratio"] = p["cublas_train_ms"] / p["tilelab_train_ms"]
+        out.append(p)
+    for what in ("fwd", "train"):
         for side in ("cublas", "tilelab"):
-            print(f"\ntop ops, {dkey} {prof['shape']}, {side}:")
-            common.print_table(prof[side], [("op", "op", ""), ("calls", "calls", "d"),
-                                            ("self ms", "self_ms", ".2f"), ("%", "pct", ".1f")])
-    print()
+            total = sum(p[f"{side}_{what}_ms"] * p["count"] for p in out if f"{side}_{what}_ms" in p)
+            for p in out:
+                if f"{side}_{what}_ms" in p:
+                    p[f"share_{what}_{side}"] = p[f"{side}_{what}_ms"] * p["count"] / total
+    totals = {f"{side}_{what}_gemm_ms_per_step": sum(p[f"{side}_{what}_ms"] * p["count"] for p in out)
+              for side in ("cublas", "tilelab") for what in ("fwd", "train") if f"{side}_{what}_ms" in out[0]}
+    return {"problems": sorted(out, key=lambda p: -p["share_fwd_tilelab"]), **totals}
+
+
+# -------------------------------------------------------------------- main
+def logit_check(m: Model, x: Tensor) -> dict:
+    """Per tilelab routing: max |logits - cuBLAS logits|, bitwise equality, the SwapReport's
+    counts (eval forward, no grad, the same inputs), or the error."""
+    m.module.eval()
+    out = {}
+    with torch.no_grad():
+        ref = m.logits(x)
+        for r in ROUTINGS[1:]:
+            try:
+                with routed(m.module, r) as rep:
+                    y = m.logits(x)
+                    counts = {k: len(getattr(rep, k)) for k in ("swapped", "fused", "left")}
+                out[r] = {"max_abs_diff": (y.float() - ref.float()).abs().max().item(),
+                          "bitwise_equal": torch.equal(y, ref), **counts}
+                del y
+            except Exception as e:  # noqa: BLE001 - reported in the row
+                out[r] = {"max_abs_diff": None, "bitwise_equal": None, "error": f"{type(e).__name__}: {first_line(e)}"}
+    return out
+
+
+def config_rows(m: Model, dkey: str, batch: int, seq: Optional[int], x: Tensor, y: Tensor, snapshot: list,
+                graph_opts: list[bool], args) -> Iterator[dict]:
+    """The rows of one model config: per mode and graphs, cuBLAS then each tilelab routing."""
+    check = logit_check(m, x)
+    per_step = batch * (seq or 1)
+    for mode in args.modes:
+        for graphs in graph_opts:
+            ms, failed = {}, {}
+            for r in ROUTINGS:
+                try:
+                    ms[r] = measure(m, r, mode, graphs, x, y, snapshot, args)
+                except Exception as e:  # noqa: BLE001 - one failed routing must not end the sweep
+                    ms[r], failed[r] = None, f"{r} failed: {type(e).__name__}: {first_line(e)}"
+            c = ms["cublas"]
+            for r in ROUTINGS[1:]:
+                t, chk = ms[r], dict(check[r])
+                err = chk.pop("error", None)
+                note = "; ".join(filter(None, [m.note, failed.get("cublas"), failed.get(r),
+                                               err and f"logit check failed: {err}"]))
+                yield {"model": m.row_name, "dtype": dkey, "mode": mode, "graphs": graphs, "routing": r,
+                       "batch": batch, "seq": seq,
+                       "tilelab_per_s": per_step / t * 1e3 if t else None,
+                       "cublas_per_s": per_step / c * 1e3 if c else None,
+                       "ratio": c / t if (c and t) else None, **chk, "note": note,
+                       "unit": m.unit, "name": m.name, "tilelab_ms": t, "cublas_ms": c}
+
+
+def parse_configs(specs: list[str]) -> dict:
+    """'gpt2=8x512,1x128' 'vit=64,8' -> {model: [(batch, seq or None), ...]}."""
+    out = {}
+    for spec in specs:
+        key, _, rest = spec.partition("=")
+        if key not in MODELS or not rest:
+            raise SystemExit(f"--configs: expected MODEL=BxT[,BxT...] (vit: MODEL=B[,B...]) with MODEL in "
+                             f"{', '.join(MODELS)}, got {spec!r}")
+        try:
+            out[key] = [(int(c.split("x")[0]), int(c.split("x")[1]) if "x" in c else None) for c in rest.split(",")]
+        except (ValueError, IndexError):
+            raise SystemExit(f"--configs: bad batch x seq in {spec!r} (e.g. gpt2=8x512,1x128 or vit=64,8)")
+        if any((s is None) != (key == "vit") for _, s in out[key]):
+            raise SystemExit(f"--configs: {key} takes {'a batch only' if key == 'vit' else 'BxT'}, got {spec!r}")
+    return out
+
+
+def out_path(out: str) -> str:
+    return os.path.join(out, "models.json") if os.path.isdir(out) or not out.endswith(".json") else out
+
+
+def print_rows(rows: list[dict]) -> None:
     common.print_table(rows, [
-        ("dtype", "dtype", ""), ("B", "batch", "d"), ("T", "seq", "d"), ("mode", "mode", ""),
-        ("cuBLAS tok/s", "cublas_tok_s", ".0f"), ("tilelab tok/s", "tilelab_tok_s", ".0f"),
-        ("ratio", "ratio", ".3f"), ("routed", "routed_per_fwd", "d"),
-        ("max|dlogit|", "max_logit_diff", ".3g"), ("rel", "rel_logit_diff", ".2g"), ("|dloss|", "loss_diff", ".3g"),
-    ])
-    if args.out:
-        common.write_json(os.path.join(args.out, "model_ab.json"),
-                          {"meta": meta, "rows": rows, "profiles": profiles})
-        print(f"\nwrote {os.path.join(args.out, 'model_ab.json')}")
-        partial = os.path.join(args.out, "model_ab.partial.json")
-        if os.path.exists(partial):  # complete: the partial copy is no longer needed
-            os.remove(partial)
+        ("model", "model", ""), ("dtype", "dtype", ""), ("mode", "mode", ""), ("graphs", "graphs", ""),
+        ("routing", "routing", ""), ("B", "batch", ""), ("T", "seq", ""), ("tilelab/s", "tilelab_per_s", ".4g"),
+        ("cuBLAS/s", "cublas_per_s", ".4g"), ("ratio", "ratio", ".3f"), ("max|dlogit|", "max_abs_diff", ".3g"),
+        ("bitwise", "bitwise_equal", ""), ("note", "note", "")])
+
+
+def print_breakdown(entry: dict) -> None:
+    print(f"\nGEMMs of {entry['model']} {entry['dtype']} B={entry['batch']} T={entry['seq']} "
+          f"(per problem in isolation; share = count x time / the step's GEMM time):")
+    common.print_table([dict(p, first_module=p["modules"][0]) for p in entry["problems"]], [
+        ("op", "op", ""), ("M", "M", "d"), ("K", "K", "d"), ("N", "N", "d"), ("x/step", "count", "d"),
+        ("kernel", "kernel", ""), ("cuBLAS ms", "cublas_fwd_ms", ".4f"), ("tilelab ms", "tilelab_fwd_ms", ".4f"),
+        ("fwd ratio", "fwd_ratio", ".3f"), ("fwd share", "share_fwd_tilelab", ".1%"),
+        ("train ratio", "train_ratio", ".3f"), ("train share", "share_train_tilelab", ".1%"),
+        ("first module", "first_module", "")])
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+                   help="cuda (the default where torch sees a GPU) or cpu")
+    p.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    p.add_argument("--dtypes", nargs="+", default=list(DTYPES), choices=list(DTYPES))
+    p.add_argument("--modes", nargs="+", default=["forward", "train"], choices=["forward", "train"])
+    p.add_argument("--graphs", default="both", choices=["both", "eager", "graphs"],
+                   help="eager steps, CUDA-graph replay, or both (CUDA only; the CPU runs eager)")
+    p.add_argument("--configs", nargs="+", default=[], metavar="MODEL=BxT,...",
+                   help="batch x seq per model, replacing its defaults: gpt2=8x512,1x128 llama=4x1024,1x128 "
+                        "vit=64,8 (vit: batch only)")
+    p.add_argument("--quick", action="store_true", help="only the first config of each model")
+    p.add_argument("--smoke", action="store_true", help="tiny models and configs, few steps (checks the script)")
+    p.add_argument("--fallback", action="store_true", help="the self-contained stand-ins even where "
+                                                           "transformers/timm are installed")
+    p.add_argument("--breakdown", action="store_true", help="per-GEMM breakdown of each model config")
+    p.add_argument("--rep-ms", type=float, default=200, help="timed steps per measurement: as many as fit "
+                                                              "in this time, at least --min-steps")
+    p.add_argument("--min-steps", type=int, default=5)
+    p.add_argument("--gemm-rep-ms", type=int, default=40, help="timing budget per GEMM of the breakdown")
+    p.add_argument("--out", default="out/models.json", help="JSON file (or folder: <folder>/models.json); "
+                                                             "rewritten after every model config")
+    args = p.parse_args(argv)
+    cuda = args.device.startswith("cuda")
+    if cuda and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: torch sees no CUDA device (use --device cpu --smoke)")
+    if not hasattr(tilelab_torch, "swap"):
+        raise SystemExit("tilelab_torch.swap is missing: this script needs the swap/unswap API")
+    configs = dict(SMOKE_CONFIGS if args.smoke else CONFIGS)
+    configs.update(parse_configs(args.configs))
+    if args.quick:
+        configs = {k: v[:1] for k, v in configs.items()}
+    if args.smoke:
+        args.rep_ms, args.min_steps, args.gemm_rep_ms = min(args.rep_ms, 20), min(args.min_steps, 2), 5
+    graph_opts = {"both": [False, True], "eager": [False], "graphs": [True]}[args.graphs] if cuda else [False]
+    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 rows: IEEE fp32 on both sides
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+
+    path = out_path(args.out)
+    header = common.metadata(args.device, "fp32 highest (no TF32)")
+    header.update(gpu=header["device"], command=" ".join(["python3", "benchmarks/model_ab.py"] + sys.argv[1:]
+                                                           if argv is None else ["model_ab.py"] + list(argv)),
+                  graphs=GRAPHS_METHOD if cuda else "not measured on the CPU",
+                  timing="median ms per step (CUDA events on CUDA) after two untimed steps (graphs: and three "
+                         "warm-up steps before the capture)",
+                  logits="max_abs_diff/bitwise_equal: eval forward of the routing vs the untouched model")
+    rows, bd = [], []
+    t_start = time.perf_counter()
+
+    def save(complete: bool) -> None:
+        common.write_json(path, {"header": dict(header, complete=complete), "rows": rows, "breakdown": bd})
+
+    for key in args.models:
+        for dkey in args.dtypes:
+            m = build(key, args.smoke, args.fallback, args.device, DTYPES[dkey])
+            snapshot = [q.detach().clone() for q in m.module.parameters()]
+            for batch, seq in configs[key]:
+                x, y = m.inputs(batch, seq)
+                for row in config_rows(m, dkey, batch, seq, x, y, snapshot, graph_opts, args):
+                    rows.append(row)
+                    print(f"[{time.perf_counter() - t_start:6.1f}s] {m.row_name} {dkey} B={batch} T={seq} "
+                          f"{row['mode']} {'graphs' if row['graphs'] else 'eager'} {row['routing']}: ratio "
+                          f"{'-' if row['ratio'] is None else format(row['ratio'], '.3f')}"
+                          f"{'  ' + row['note'] if row['note'] else ''}", flush=True)
+                restore(m.module, snapshot)  # the weights as built, for the breakdown and the next config
+                if args.breakdown:
+                    entry = {"model": m.row_name, "dtype": dkey, "batch": batch, "seq": seq}
+                    try:
+                        entry.update(breakdown(m, x, args.modes, args))
+                        print_breakdown(entry)
+                    except Exception as e:  # noqa: BLE001 - the model rows are worth keeping
+                        entry["error"] = f"{type(e).__name__}: {first_line(e)}"
+                        print(f"breakdown of {key} {dkey} B={batch} T={seq} failed: {entry['error']}")
+                    bd.append(entry)
+                save(complete=False)
+            del m, snapshot
+            if cuda:
+                torch.cuda.empty_cache()
+    save(complete=True)
+    print(f"\n{header['gpu']}, torch {header['torch']}, fp32 without TF32; graphs: "
+          f"{header['graphs']}\nratio = tilelab/s / cuBLAS/s (> 1: tilelab faster)\n")
+    print_rows(rows)
+    print(f"\nwrote {path} ({time.perf_counter() - t_start:.0f} s)")
     return 0
 
 

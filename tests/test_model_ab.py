@@ -1,0 +1,178 @@
+"""benchmarks/model_ab.py and plot_models.py end to end on tiny models (--smoke): the
+rows, their consistency (ratio, logit difference), the per-GEMM breakdown against the
+swap report, the stand-in models, the step's host reads (what CUDA-graph capture
+forbids) and the chart; on a GPU also the CUDA-graph rows. No timing is checked."""
+import importlib.util
+import json
+import math
+import os
+import sys
+
+import pytest
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+import model_ab  # noqa: E402
+import plot_models  # noqa: E402
+
+ROW_KEYS = {"model", "dtype", "mode", "graphs", "routing", "batch", "seq", "tilelab_per_s", "cublas_per_s", "ratio",
+            "max_abs_diff", "bitwise_equal", "note"}
+LIBRARY = {"gpt2": "transformers", "llama": "transformers", "vit": "timm"}
+AVAILABLE = [k for k in model_ab.MODELS if importlib.util.find_spec(LIBRARY[k]) is not None]
+# |logits - cuBLAS logits| of the tiny models (logits of order 1): rounding, not a wrong product
+MAX_DIFF = {"fp32": 1e-4, "bf16": 0.1}
+
+
+@pytest.fixture(autouse=True)
+def keep_precision():
+    """model_ab.py turns TF32 off for its fp32 rows; put the settings back for the other tests."""
+    old = (torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32,
+           torch.backends.cudnn.allow_tf32)
+    yield
+    torch.set_float32_matmul_precision(old[0])
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old[1], old[2]
+
+
+def run(tmp_path, *argv) -> dict:
+    out = tmp_path / "models.json"
+    assert model_ab.main([*argv, "--smoke", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["header"]["complete"] is True
+    assert {"gpu", "torch", "command", "graphs"} <= set(data["header"])
+    return data
+
+
+def check_rows(rows, models, dtypes, modes, graphs):
+    want = {(m, d, mo, g, r) for m in models for d in dtypes for mo in modes for g in graphs
+            for r in model_ab.ROUTINGS[1:]}
+    assert {(r["model"], r["dtype"], r["mode"], r["graphs"], r["routing"]) for r in rows} == want
+    for r in rows:
+        where = f"{r['model']} {r['dtype']} {r['mode']} graphs={r['graphs']} {r['routing']}"
+        assert ROW_KEYS <= set(r), where
+        assert "failed" not in r["note"], f"{where}: {r['note']}"
+        assert r["tilelab_per_s"] > 0 and r["cublas_per_s"] > 0, where
+        assert math.isclose(r["ratio"], r["tilelab_per_s"] / r["cublas_per_s"], rel_tol=1e-9), where
+        assert math.isclose(r["ratio"], r["cublas_ms"] / r["tilelab_ms"], rel_tol=1e-9), where
+        per_step = r["batch"] * (r["seq"] or 1)
+        assert math.isclose(r["tilelab_per_s"], per_step / r["tilelab_ms"] * 1e3, rel_tol=1e-9), where
+        assert 0 <= r["max_abs_diff"] <= MAX_DIFF[r["dtype"]], where
+        if r["bitwise_equal"]:
+            assert r["max_abs_diff"] == 0, where
+        elif r["max_abs_diff"] > 0:
+            assert not r["bitwise_equal"], where
+        assert r["swapped"] > 0, where  # every model has linear layers on tilelab
+
+
+@pytest.mark.skipif(not AVAILABLE, reason="needs transformers or timm")
+def test_smoke_cpu(tmp_path):
+    data = run(tmp_path, "--device", "cpu", "--models", *AVAILABLE, "--breakdown")
+    rows = data["rows"]
+    check_rows(rows, AVAILABLE, ["bf16", "fp32"], ["forward", "train"], [False])
+    for r in rows:
+        assert r["note"] == "" and r["name"].startswith(LIBRARY[r["model"]])
+        assert r["fused"] == (0 if r["routing"] == "swap(fuse=False)" else 2)  # one MLP per layer, 2 layers
+    # the breakdown: every routed module's forward product, grouped, with the fused ones as linear+act
+    assert {(b["model"], b["dtype"]) for b in data["breakdown"]} == {(m, d) for m in AVAILABLE
+                                                                     for d in ("bf16", "fp32")}
+    for b in data["breakdown"]:
+        assert "error" not in b, b.get("error")
+        probs = b["problems"]
+        row = next(r for r in rows if (r["model"], r["dtype"], r["routing"]) == (b["model"], b["dtype"],
+                                                                                 "swap(fuse=True)"))
+        assert sum(p["count"] for p in probs) == row["swapped"]  # each module runs once per forward
+        assert sum(p["count"] for p in probs if p["op"] == "linear+act") == row["fused"]
+        assert len({(p["M"], p["K"], p["N"], p["activation"], p["weight_layout"], p["bias"]) for p in probs}) \
+            == len(probs)
+        for what in ("fwd", "train"):
+            for side in ("cublas", "tilelab"):
+                assert math.isclose(sum(p[f"share_{what}_{side}"] for p in probs), 1.0, rel_tol=1e-9)
+                assert math.isclose(b[f"{side}_{what}_gemm_ms_per_step"],
+                                    sum(p[f"{side}_{what}_ms"] * p["count"] for p in probs), rel_tol=1e-9)
+        for p in probs:
+            assert p["kernel"] == "cpu" and p["dtype"] == {"bf16": "bfloat16", "fp32": "float32"}[b["dtype"]]
+            assert math.isclose(p["fwd_ratio"], p["cublas_fwd_ms"] / p["tilelab_fwd_ms"], rel_tol=1e-9)
+            assert ("tilelab_unfused_fwd_ms" in p) == (p["op"] == "linear+act")
+    gpt2 = [p for b in data["breakdown"] if b["model"] == "gpt2" for p in b["problems"]]
+    if gpt2:  # GPT-2's Conv1D layers (weight K x N) and its bias-free tied lm_head
+        assert {p["weight_layout"] for p in gpt2} == {"KxN (Conv1D)", "NxK (Linear)"}
+        assert {p["activation"] for p in gpt2 if p["op"] == "linear+act"} == {"gelu_tanh"}
+        head = [p for p in gpt2 if p["modules"] == ["lm_head"]]
+        assert head and head[0]["bias"] is False and head[0]["M"] == 2 * 16
+
+
+def test_stand_ins_and_forward_only(tmp_path):
+    data = run(tmp_path, "--device", "cpu", "--fallback", "--dtypes", "fp32", "--modes", "forward")
+    check_rows(data["rows"], [f"{k} (stand-in)" for k in model_ab.MODELS], ["fp32"], ["forward"], [False])
+    for r in data["rows"]:
+        assert r["name"].startswith("self-contained") and "stand-in" in r["note"]
+        assert r["fused"] == (0 if r["routing"] == "swap(fuse=False)" else 2)  # Mlp / LlamaMLP, 2 layers
+    assert data["breakdown"] == []
+
+
+def test_missing_library_stands_in(monkeypatch):
+    for lib in ("transformers", "timm"):
+        monkeypatch.setitem(sys.modules, lib, None)  # `import lib` raises ImportError
+    for key in model_ab.MODELS:
+        m = model_ab.build(key, smoke=True, fallback=False, device="cpu", dtype=torch.float32)
+        assert m.row_name == f"{key} (stand-in)" and m.note.startswith(f"{LIBRARY[key]} is not installed")
+        x, _ = m.inputs(*model_ab.SMOKE_CONFIGS[key][0])
+        assert m.logits(x).shape[0] == x.shape[0]
+
+
+def test_steps_read_nothing_back():
+    """CUDA-graph capture forbids reading device values on the host: the forward and backward
+    of every model (what the captured step runs besides AdamW(capturable=True)) read none."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class HostReads(TorchDispatchMode):
+        reads = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.reads += func.__name__.startswith(("_local_scalar_dense", "nonzero", "is_nonzero", "equal"))
+            return func(*args, **(kwargs or {}))
+
+    for key in model_ab.MODELS:
+        m = model_ab.build(key, smoke=True, fallback=key not in AVAILABLE, device="cpu", dtype=torch.float32)
+        x, y = m.inputs(*model_ab.SMOKE_CONFIGS[key][0])
+        for routing in model_ab.ROUTINGS:
+            with model_ab.routed(m.module, routing):
+                m.module.train()
+                model_ab.loss_of(m.logits(x), y).backward()  # warm-up: lazy initialisation may read
+                with HostReads() as h:
+                    model_ab.loss_of(m.logits(x), y).backward()
+                assert h.reads == 0, f"{key} {routing}: {h.reads} host reads in a training step"
+
+
+def test_configs_option():
+    assert model_ab.parse_configs(["gpt2=8x512,1x128", "vit=64,8"]) == {
+        "gpt2": [(8, 512), (1, 128)], "vit": [(64, None), (8, None)]}
+    for bad in ("gpt2=8", "vit=64x3", "bert=1x2", "llama=", "llama=ax2"):
+        with pytest.raises(SystemExit, match="--configs"):
+            model_ab.parse_configs([bad])
+    assert model_ab.out_path("some/dir") == os.path.join("some/dir", "models.json")
+    assert model_ab.out_path("x/y.json") == "x/y.json"
+
+
+def test_plot(tmp_path):
+    pytest.importorskip("matplotlib")
+    rows = [{"model": m, "dtype": d, "mode": "forward", "graphs": g, "routing": r, "batch": 2, "seq": 16,
+             "ratio": None if (m, g) == ("vit", True) else 0.9} for m in ("gpt2", "vit") for d in ("bf16", "fp32")
+            for g in (False, True) for r in model_ab.ROUTINGS[1:]]
+    src = tmp_path / "models.json"
+    src.write_text(json.dumps({"header": {"gpu": "test"}, "rows": rows}))
+    assert plot_models.main([str(src)]) == 0
+    png = tmp_path / "models.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(SystemExit, match="not a model_ab.py result"):
+        src.write_text("[]")
+        plot_models.main([str(src)])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not AVAILABLE, reason="needs transformers or timm")
+def test_smoke_cuda_graphs(tmp_path):
+    """Eager and CUDA-graph rows on the GPU: every capture (forward, and forward + backward +
+    AdamW(capturable=True)) works for every routing."""
+    data = run(tmp_path, "--device", "cuda", "--models", *AVAILABLE, "--breakdown")
+    check_rows(data["rows"], AVAILABLE, ["bf16", "fp32"], ["forward", "train"], [False, True])
+    assert all("error" not in b for b in data["breakdown"])
