@@ -9,6 +9,8 @@
 #include <string>
 
 #include "cuda/table.h"
+#include "gemm.h"
+#include "tune_key.h"
 
 // `import tilelab_torch._C` loads this library, which runs the registrations
 // below. No Python bindings: the ops are reached through torch.ops.tilelab.
@@ -50,6 +52,16 @@ std::string kernel_table_json() {
   return os.str();
 }
 
+// The tune-cache key of a product (tune_key.h): a, b as for
+// tiled_mm (2-D) or tiled_bmm (3-D), the bias and activation as the op has them.
+std::string tune_key_op(const at::Tensor& a, const at::Tensor& b, const std::optional<at::Tensor>& bias,
+                        std::optional<c10::string_view> activation) {
+  const at::Tensor* bp = bias.has_value() && bias->defined() ? &*bias : nullptr;
+  check_gemm_inputs("_tune_key", bp, a, b, a.dim() == 3);
+  const GemmCall call = make_gemm(bp, a, b, parse_activation("_tune_key", activation));
+  return tune_key(call.problem);
+}
+
 }  // namespace
 
 TORCH_LIBRARY(tilelab, m) {
@@ -64,6 +76,8 @@ TORCH_LIBRARY(tilelab, m) {
         "int? tile=None) -> Tensor");
   // Which kernel tiled_mm (2-D inputs) or tiled_bmm (3-D) would run, and why (JSON).
   m.def("_explain(Tensor a, Tensor b, *, str? variant=None, int? tile=None) -> str");
+  // The tune cache's key of a product (tilelab_torch.tune); any device.
+  m.def("_tune_key(Tensor a, Tensor b, Tensor? bias=None, str? activation=None) -> str", &tune_key_op);
   // The config table (JSON); no tensors, so one implementation for all backends.
   m.def("_kernel_table() -> str", &kernel_table_json);
 }

@@ -10,6 +10,7 @@
     report = tilelab_torch.swap(model)                   # Linear/Conv1D -> tilelab, activations fused
     tilelab_torch.unswap(model)                          # the original modules back
     with tilelab_torch.use_tiled() as mode: model(x)     # route matmuls; mode.routed
+    tilelab_torch.tune(model, x)                         # time every kernel on the model's GEMMs, keep the winners
 """
 import torch  # noqa: F401  (loads libtorch before our extension)
 
@@ -17,6 +18,7 @@ from . import _C  # noqa: F401  (registers torch.ops.tilelab.*)
 from .ops import (Explanation, KernelInfo, built_with_cuda, explain, kernels, tiled_addmm, tiled_bmm, tiled_linear,
                   tiled_mm)
 from .nn import SwapReport, TiledConv1D, TiledLinear, swap, swap_linear, unswap, use_tiled
+from .tuning import TuneReport, clear_tuned, load_tuned, tune
 
 __all__ = [
     "tiled_mm",
@@ -30,6 +32,10 @@ __all__ = [
     "TiledConv1D",
     "use_tiled",
     "swap_linear",
+    "tune",
+    "load_tuned",
+    "clear_tuned",
+    "TuneReport",
     "kernels",
     "explain",
     "built_with_cuda",

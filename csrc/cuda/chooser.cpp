@@ -11,9 +11,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <iomanip>
+#include <mutex>
 #include <sstream>
+#include <unordered_map>
 #include <utility>
 
+#include "../tune_key.h"
 #include "split_reduce.h"
 
 namespace tilelab {
@@ -122,6 +126,47 @@ Choice with_splits(Choice ch, const GemmProblem& p, const DeviceInfo& d) {
 }
 
 }  // namespace
+
+namespace {
+std::mutex g_tuned_mu;
+std::unordered_map<std::string, TunedEntry> g_tuned;
+std::atomic<int64_t> g_tuned_size{0};  // read without the lock: an empty cache costs one load per call
+
+// The tuned row for p, if the cache has one that runs here.
+std::optional<Choice> tuned_choice(const GemmProblem& p, const DeviceInfo& d) {
+  if (g_tuned_size.load(std::memory_order_relaxed) == 0) return std::nullopt;
+  const std::string key = tune_key(p);
+  TunedEntry e;
+  {
+    std::lock_guard<std::mutex> lock(g_tuned_mu);
+    const auto it = g_tuned.find(key);
+    if (it == g_tuned.end()) return std::nullopt;
+    e = it->second;
+  }
+  const KernelConfig* c = find_config(e.kernel);
+  if (c == nullptr || !cannot_run(*c, p, d).empty()) return std::nullopt;
+  std::ostringstream why;
+  why << std::setprecision(4) << "tuned: " << e.kernel << " measured " << e.ms << " ms vs " << e.rule_ms
+      << " ms for the rules' pick (" << e.rule_kernel << ")";
+  return Choice{c, why.str()};
+}
+}  // namespace
+
+void set_tuned(const std::string& key, TunedEntry entry) {
+  TORCH_CHECK(find_config(entry.kernel) != nullptr, "tilelab::_tune_set: no config named '", entry.kernel,
+              "' in this build (tilelab_torch.kernels() lists them)");
+  std::lock_guard<std::mutex> lock(g_tuned_mu);
+  g_tuned[key] = std::move(entry);
+  g_tuned_size.store(static_cast<int64_t>(g_tuned.size()));
+}
+
+void clear_tuned() {
+  std::lock_guard<std::mutex> lock(g_tuned_mu);
+  g_tuned.clear();
+  g_tuned_size.store(0);
+}
+
+int64_t tuned_size() { return g_tuned_size.load(); }
 
 void set_split_k_override(int64_t splits) {
   TORCH_CHECK(splits >= 0, "tilelab::_set_split_k: splits must be >= 1 (or None to restore the estimate), got ",
@@ -294,6 +339,7 @@ Choice select_kernel(const GemmProblem& p, const DeviceInfo& d, std::optional<st
   if (!variant.has_value() || *variant == "auto") {
     TORCH_CHECK(!tile.has_value(), "tilelab: tile=", tile.value_or(0), " needs a variant; pass variant= too (one of ",
                 valid_variants(), ")");
+    if (std::optional<Choice> t = tuned_choice(p, d)) return with_splits(*t, p, d);
     return choose(p, d);
   }
   const std::string v(*variant);

@@ -30,6 +30,19 @@ Choice choose(const GemmProblem& p, const DeviceInfo& d);
 Choice select_kernel(const GemmProblem& p, const DeviceInfo& d, std::optional<std::string_view> variant,
                      std::optional<int64_t> tile);
 
+// The tune cache (tilelab_torch.tune): the row measured fastest for a problem
+// (keyed by tune_key in ../tune_key.h), consulted before the rules when no
+// variant is forced. A row that cannot run the problem here is ignored.
+struct TunedEntry {
+  std::string kernel;       // the measured winner (a config name)
+  double ms = 0;            // its time
+  std::string rule_kernel;  // the rules' pick and its time, for the reason
+  double rule_ms = 0;
+};
+void set_tuned(const std::string& key, TunedEntry entry);
+void clear_tuned();
+int64_t tuned_size();
+
 // Testing hook (torch.ops.tilelab._set_split_k): a positive count forces that
 // many K slices (at most one per k-tile) on every row whose family splits K;
 // 0 restores the estimate.

@@ -18,9 +18,20 @@ TORCH_LIBRARY_IMPL(tilelab, CUDA, m) {
 
 namespace {
 void set_split_k(std::optional<int64_t> splits) { set_split_k_override(splits.value_or(0)); }
+void tune_set(c10::string_view key, c10::string_view kernel, double ms, c10::string_view rule_kernel,
+              double rule_ms) {
+  set_tuned(std::string(key), TunedEntry{std::string(kernel), ms, std::string(rule_kernel), rule_ms});
+}
 }  // namespace
 
-// Testing hook, CUDA builds only: force the split-K slice count (None: the estimate).
-TORCH_LIBRARY_FRAGMENT(tilelab, m) { m.def("_set_split_k(int? splits) -> ()", &set_split_k); }
+// CUDA builds only. Testing hook: force the split-K slice count (None: the
+// estimate). The tune cache (tilelab_torch.tune / load_tuned): set an entry,
+// clear them all, count them.
+TORCH_LIBRARY_FRAGMENT(tilelab, m) {
+  m.def("_set_split_k(int? splits) -> ()", &set_split_k);
+  m.def("_tune_set(str key, str kernel, float ms, str rule_kernel, float rule_ms) -> ()", &tune_set);
+  m.def("_tune_clear() -> ()", &clear_tuned);
+  m.def("_tune_size() -> int", &tuned_size);
+}
 
 }  // namespace tilelab
