@@ -193,13 +193,13 @@ inline GemmCall make_gemm(const at::Tensor* bias, const at::Tensor& a, const at:
 
 // Finishes a problem with nothing to multiply (an empty output, or K = 0: the
 // output is the bias, or zeros); returns false if there is a product to run.
-// out = act(out) in place, with torch's own kernels.
+// out = act(out) in place, with torch's own kernels (one pass over out).
 inline void apply_activation_(at::Tensor& out, Activation act) {
   switch (act) {
-    case Activation::Relu: out.relu_(); break;
-    case Activation::Gelu: out.copy_(at::gelu(out)); break;
-    case Activation::GeluTanh: out.copy_(at::gelu(out, "tanh")); break;
-    case Activation::Silu: out.copy_(at::silu(out)); break;
+    case Activation::Relu: at::relu_(out); break;
+    case Activation::Gelu: at::gelu_(out); break;
+    case Activation::GeluTanh: at::gelu_(out, "tanh"); break;
+    case Activation::Silu: at::silu_(out); break;
     default: break;
   }
 }
