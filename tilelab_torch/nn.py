@@ -521,6 +521,7 @@ class use_tiled(TorchFunctionMode):
         self.routed_by: collections.Counter = collections.Counter()
         ops = torch.ops.tilelab
         self._mm_op, self._bmm_op, self._addmm_op = ops.tiled_mm.default, ops.tiled_bmm.default, ops.tiled_addmm.default
+        self._linear_op = ops.tiled_linear.default
 
     # ------------------------------------------------------------- handlers
     # Each returns NotImplemented for a call it does not take (torch then runs it).
@@ -544,13 +545,8 @@ class use_tiled(TorchFunctionMode):
         if rest or kw or not _ok((x, weight) if bias is None else (x, weight, bias)) or x.dim() < 1 \
                 or weight.dim() != 2 or (bias is not None and bias.dim() > 1):
             return NotImplemented
-        K = x.shape[-1]
-        x2 = x.reshape(-1, K)
-        if bias is None:
-            y = self._mm_op(x2, weight.t(), variant=self.variant, tile=self.tile)
-        else:
-            y = self._addmm_op(bias, x2, weight.t(), variant=self.variant, tile=self.tile)
-        return y.reshape(*x.shape[:-1], weight.shape[0])
+        # One op for any leading dims of x; weight.t() is read in place.
+        return self._linear_op(x, weight, bias, variant=self.variant, tile=self.tile)
 
     def _matmul(self, a, b, *rest, **kw):
         if rest or kw or not _ok((a, b)):
