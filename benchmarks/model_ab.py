@@ -61,8 +61,7 @@ MODELS = ("gpt2", "llama", "vit")
 CONFIGS = {"gpt2": [(8, 512), (1, 128)], "llama": [(4, 1024), (1, 128)], "vit": [(64, None), (8, None)]}
 SMOKE_CONFIGS = {"gpt2": [(2, 16)], "llama": [(2, 16)], "vit": [(2, None)]}
 ROUTINGS = ("cublas", "swap(fuse=False)", "swap(fuse=True)")
-ACTIVATIONS = {None: lambda y: y, "relu": F.relu, "gelu": F.gelu, "silu": F.silu,
-               "gelu_tanh": lambda y: F.gelu(y, approximate="tanh")}
+ACTIVATIONS = tilelab_torch.ops.TORCH_ACTIVATIONS  # torch's function per tiled_linear activation
 GRAPHS_METHOD = ("torch.cuda.graph capture of the whole step (forward; or forward, backward and "
                  "AdamW(foreach, capturable=True).step()) on static inputs, timed by replay")
 

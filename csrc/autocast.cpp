@@ -7,11 +7,12 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
+#include "op_handles.h"
+
 namespace tilelab {
 namespace {
 
-using Opt = std::optional<c10::string_view>;
-using OptInt = std::optional<int64_t>;
+using Opt = OptStr;
 
 template <c10::DeviceType D>
 at::Tensor cast(const at::Tensor& t) {
@@ -19,44 +20,36 @@ at::Tensor cast(const at::Tensor& t) {
 }
 
 template <c10::DeviceType D>
+c10::impl::ExcludeDispatchKeyGuard no_autocast() {
+  return c10::impl::ExcludeDispatchKeyGuard(at::autocast::get_autocast_dispatch_key_from_device_type(D));
+}
+
+template <c10::DeviceType D>
 at::Tensor mm_autocast(const at::Tensor& a, const at::Tensor& b, Opt variant, OptInt tile) {
-  c10::impl::ExcludeDispatchKeyGuard no_autocast(at::autocast::get_autocast_dispatch_key_from_device_type(D));
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("tilelab::tiled_mm", "")
-                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, Opt, OptInt)>();
-  return op.call(cast<D>(a), cast<D>(b), variant, tile);
+  const auto guard = no_autocast<D>();
+  return op_mm().call(cast<D>(a), cast<D>(b), variant, tile);
 }
 
 template <c10::DeviceType D>
 at::Tensor bmm_autocast(const at::Tensor& a, const at::Tensor& b, Opt variant, OptInt tile) {
-  c10::impl::ExcludeDispatchKeyGuard no_autocast(at::autocast::get_autocast_dispatch_key_from_device_type(D));
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("tilelab::tiled_bmm", "")
-                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, Opt, OptInt)>();
-  return op.call(cast<D>(a), cast<D>(b), variant, tile);
+  const auto guard = no_autocast<D>();
+  return op_bmm().call(cast<D>(a), cast<D>(b), variant, tile);
 }
 
 template <c10::DeviceType D>
 at::Tensor addmm_autocast(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b, Opt variant,
                           OptInt tile) {
-  c10::impl::ExcludeDispatchKeyGuard no_autocast(at::autocast::get_autocast_dispatch_key_from_device_type(D));
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("tilelab::tiled_addmm", "")
-                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, Opt, OptInt)>();
-  return op.call(cast<D>(bias), cast<D>(a), cast<D>(b), variant, tile);
+  const auto guard = no_autocast<D>();
+  return op_addmm().call(cast<D>(bias), cast<D>(a), cast<D>(b), variant, tile);
 }
 
 template <c10::DeviceType D>
 at::Tensor linear_autocast(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                            Opt activation, Opt variant, OptInt tile) {
-  c10::impl::ExcludeDispatchKeyGuard no_autocast(at::autocast::get_autocast_dispatch_key_from_device_type(D));
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("tilelab::tiled_linear", "")
-                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, Opt,
-                                         Opt, OptInt)>();
+  const auto guard = no_autocast<D>();
   std::optional<at::Tensor> b;
   if (bias.has_value() && bias->defined()) b = cast<D>(*bias);
-  return op.call(cast<D>(x), cast<D>(weight), b, activation, variant, tile);
+  return op_linear().call(cast<D>(x), cast<D>(weight), b, activation, variant, tile);
 }
 
 }  // namespace

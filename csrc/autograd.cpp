@@ -20,43 +20,17 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
-#include <vector>
 
 #include "gemm.h"
+#include "op_handles.h"
 
 namespace tilelab {
 namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-using Variant = std::optional<c10::string_view>;
-using Tile = std::optional<int64_t>;
-using Product = at::Tensor(const at::Tensor&, const at::Tensor&, Variant, Tile);
-using Addmm = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, Variant, Tile);
-using Linear = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, Variant, Variant,
-                          Tile);
-
-const c10::TypedOperatorHandle<Product>& op_mm() {
-  static const auto op =
-      c10::Dispatcher::singleton().findSchemaOrThrow("tilelab::tiled_mm", "").typed<Product>();
-  return op;
-}
-const c10::TypedOperatorHandle<Product>& op_bmm() {
-  static const auto op =
-      c10::Dispatcher::singleton().findSchemaOrThrow("tilelab::tiled_bmm", "").typed<Product>();
-  return op;
-}
-const c10::TypedOperatorHandle<Addmm>& op_addmm() {
-  static const auto op =
-      c10::Dispatcher::singleton().findSchemaOrThrow("tilelab::tiled_addmm", "").typed<Addmm>();
-  return op;
-}
-
-const c10::TypedOperatorHandle<Linear>& op_linear() {
-  static const auto op =
-      c10::Dispatcher::singleton().findSchemaOrThrow("tilelab::tiled_linear", "").typed<Linear>();
-  return op;
-}
+using Variant = OptStr;
+using Tile = OptInt;
 
 // The override travels from forward to backward in the context.
 void save_override(AutogradContext* ctx, Variant variant, Tile tile) {
@@ -175,20 +149,10 @@ at::Tensor linear_autograd(const at::Tensor& x, const at::Tensor& weight, const 
   // Validate first (the same messages as the kernels), so a bad call fails before any work.
   const Activation act = parse_activation("tiled_linear", activation);
   check_linear_inputs(x, weight, has_bias ? &*bias : nullptr);
-  const at::Tensor x2 = x.dim() == 2 ? x : x.reshape({-1, x.size(-1)});
-  at::Tensor y = has_bias ? addmm_autograd(*bias, x2, weight.t(), variant, tile)
-                          : mm_autograd(x2, weight.t(), variant, tile);
-  switch (act) {
-    case Activation::Relu: y = at::relu(y); break;
-    case Activation::Gelu: y = at::gelu(y); break;
-    case Activation::GeluTanh: y = at::gelu(y, "tanh"); break;
-    case Activation::Silu: y = at::silu(y); break;
-    default: break;
-  }
-  if (x.dim() == 2) return y;
-  std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end() - 1);
-  sizes.push_back(weight.size(0));
-  return y.view(sizes);
+  const at::Tensor x2 = linear_rows(x);
+  const at::Tensor y = has_bias ? addmm_autograd(*bias, x2, weight.t(), variant, tile)
+                                : mm_autograd(x2, weight.t(), variant, tile);
+  return linear_output(torch_activation(y, act, /*in_place=*/false), x, weight.size(0));
 }
 
 }  // namespace

@@ -191,26 +191,37 @@ inline GemmCall make_gemm(const at::Tensor* bias, const at::Tensor& a, const at:
   return call;
 }
 
-// Finishes a problem with nothing to multiply (an empty output, or K = 0: the
-// output is the bias, or zeros); returns false if there is a product to run.
-// out = act(out) in place, with torch's own kernels (one pass over out).
-inline void apply_activation_(at::Tensor& out, Activation act) {
+// act(y) with torch's own kernels: in place (one pass over y), or as a new
+// tensor (what autograd records: the activation saves its input).
+inline at::Tensor torch_activation(const at::Tensor& y, Activation act, bool in_place) {
+  at::Tensor t = y;
   switch (act) {
-    case Activation::Relu: at::relu_(out); break;
-    case Activation::Gelu: at::gelu_(out); break;
-    case Activation::GeluTanh: at::gelu_(out, "tanh"); break;
-    case Activation::Silu: at::silu_(out); break;
-    default: break;
+    case Activation::Relu: return in_place ? at::relu_(t) : at::relu(y);
+    case Activation::Gelu: return in_place ? at::gelu_(t) : at::gelu(y);
+    case Activation::GeluTanh: return in_place ? at::gelu_(t, "tanh") : at::gelu(y, "tanh");
+    case Activation::Silu: return in_place ? at::silu_(t) : at::silu(y);
+    default: return y;
   }
 }
 
+// tiled_linear's x (..., K) as (rows, K), and the (rows, N) result as (..., N).
+inline at::Tensor linear_rows(const at::Tensor& x) { return x.dim() == 2 ? x : x.reshape({-1, x.size(-1)}); }
+inline at::Tensor linear_output(const at::Tensor& y, const at::Tensor& x, int64_t N) {
+  if (x.dim() == 2) return y;
+  std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end() - 1);
+  sizes.push_back(N);
+  return y.view(sizes);
+}
+
+// Finishes a problem with nothing to multiply (an empty output, or K = 0: the
+// output is the bias, or zeros); returns false if there is a product to run.
 inline bool finish_without_product(GemmCall& call) {
   const GemmProblem& p = call.problem;
   if (p.batch == 0 || p.M == 0 || p.N == 0) return true;
   if (p.K != 0) return false;
   if (call.bias.defined()) call.out.copy_(call.bias);
   else call.out.zero_();
-  apply_activation_(call.out, p.act);  // act(0 + bias), as torch computes it
+  torch_activation(call.out, p.act, /*in_place=*/true);  // act(0 + bias), as torch computes it
   return true;
 }
 
@@ -238,12 +249,8 @@ struct GemmOps {
     const Activation act = parse_activation("tiled_linear", activation);
     const at::Tensor* b = bias.has_value() && bias->defined() ? &*bias : nullptr;
     check_linear_inputs(x, weight, b);
-    const at::Tensor x2 = x.dim() == 2 ? x : x.reshape({-1, x.size(-1)});
-    at::Tensor out = Gemm("tiled_linear", b, x2, weight.t(), false, act, variant, tile);
-    if (x.dim() == 2) return out;
-    std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end() - 1);
-    sizes.push_back(weight.size(0));
-    return out.view(sizes);
+    return linear_output(Gemm("tiled_linear", b, linear_rows(x), weight.t(), false, act, variant, tile), x,
+                         weight.size(0));
   }
 };
 

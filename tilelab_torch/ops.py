@@ -15,8 +15,17 @@ import torch
 from torch import Tensor
 
 SUPPORTED_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+#: torch's own function for each ``tiled_linear`` activation (``None``: none): what
+#: ``tiled_linear(x, w, b, activation=a)`` equals, ``TORCH_ACTIVATIONS[a](F.linear(x, w, b))``.
+TORCH_ACTIVATIONS = {
+    None: lambda y: y,
+    "relu": torch.relu,
+    "gelu": torch.nn.functional.gelu,
+    "gelu_tanh": lambda y: torch.nn.functional.gelu(y, approximate="tanh"),
+    "silu": torch.nn.functional.silu,
+}
 #: What ``tiled_linear(..., activation=)`` accepts besides ``None``.
-ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
+ACTIVATIONS = tuple(a for a in TORCH_ACTIVATIONS if a is not None)
 
 
 def tiled_mm(a: Tensor, b: Tensor, *, variant: Optional[str] = None, tile: Optional[int] = None) -> Tensor:

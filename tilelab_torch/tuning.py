@@ -157,11 +157,16 @@ def _inputs(p: Problem) -> list:
     return out
 
 
+def _product(p: Problem, args) -> tuple:
+    """The (a, b) of the product a @ b the call runs: what explain() takes."""
+    if p.op == "tiled_linear":
+        return args[0].reshape(-1, args[0].shape[-1]), args[1].t()
+    return (args[1], args[2]) if p.op == "tiled_addmm" else (args[0], args[1])
+
+
 def _torch_equivalent(p: Problem, args) -> Callable[[], object]:
     if p.op == "tiled_linear":
-        act = {None: lambda y: y, "relu": torch.relu, "gelu": torch.nn.functional.gelu,
-               "gelu_tanh": lambda y: torch.nn.functional.gelu(y, approximate="tanh"),
-               "silu": torch.nn.functional.silu}[p.activation]
+        act = ops.TORCH_ACTIVATIONS[p.activation]
         return lambda: act(torch.nn.functional.linear(args[0], args[1], args[2]))
     if p.op == "tiled_addmm":
         return lambda: torch.addmm(args[0], args[1], args[2])
@@ -191,8 +196,7 @@ def _cuda_timer(fn: Callable[[], object], label: str, rep_ms: float = 50.0) -> f
 
 def _candidates(p: Problem, args) -> list:
     """The table's rows that can run this problem here (the dispatcher's own answer)."""
-    a, b = (args[0].reshape(-1, args[0].shape[-1]), args[1].t()) if p.op == "tiled_linear" else (
-        (args[1], args[2]) if p.op == "tiled_addmm" else (args[0], args[1]))
+    a, b = _product(p, args)
     names = []
     for k in ops.kernels("cuda"):
         if a.dtype not in k.dtypes:
@@ -290,8 +294,7 @@ def tune(fn: Callable, *example_inputs, train: bool = False, path: Optional[str]
             continue
         kw = {"activation": p.activation} if p.op == "tiled_linear" else {}
         call = lambda v: (lambda: opfns[p.op](*args, variant=v, **kw))  # noqa: E731
-        rule_kernel = ops.explain(*((args[0].reshape(-1, args[0].shape[-1]), args[1].t()) if p.op == "tiled_linear"
-                                    else (args[1], args[2]) if p.op == "tiled_addmm" else (args[0], args[1]))).kernel
+        rule_kernel = ops.explain(*_product(p, args)).kernel
         rule_ms = timer(call(None), "rules")
         best, best_ms = rule_kernel, rule_ms
         for name in candidates(p, args):

@@ -18,7 +18,6 @@
 #include <utility>
 
 #include "../tune_key.h"
-#include "split_reduce.h"
 
 namespace tilelab {
 namespace {
@@ -85,7 +84,7 @@ std::atomic<int64_t> g_split_override{0};
 // The split count for row c on p: the override, or the least estimated time
 // among the counts that keep every block in one wave; `why` gets the sentence.
 int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, std::string& why) {
-  if (!family_splits_k(c.family) || p.dtype == c10::ScalarType::Double) return 1;
+  if (!family_tile_epilogue(c.family) || p.dtype == c10::ScalarType::Double) return 1;
   const int64_t kt = (p.K + c.bk - 1) / c.bk;
   const int64_t slab = p.batch * p.M * p.N * 4;
   int64_t cap = std::min<int64_t>({kt, 65535 / std::max<int64_t>(p.batch, 1), kMaxSlabBytes / std::max<int64_t>(slab, 1)});
@@ -125,38 +124,37 @@ Choice with_splits(Choice ch, const GemmProblem& p, const DeviceInfo& d) {
   return ch;
 }
 
-}  // namespace
-
-namespace {
+// ---- the tune cache: key -> the tuned row and its reason (both made once, in set_tuned).
 std::mutex g_tuned_mu;
-std::unordered_map<std::string, TunedEntry> g_tuned;
+std::unordered_map<std::string, Choice> g_tuned;
 std::atomic<int64_t> g_tuned_size{0};  // read without the lock: an empty cache costs one load per call
 
 // The tuned row for p, if the cache has one that runs here.
 std::optional<Choice> tuned_choice(const GemmProblem& p, const DeviceInfo& d) {
   if (g_tuned_size.load(std::memory_order_relaxed) == 0) return std::nullopt;
   const std::string key = tune_key(p);
-  TunedEntry e;
+  Choice t;
   {
     std::lock_guard<std::mutex> lock(g_tuned_mu);
     const auto it = g_tuned.find(key);
     if (it == g_tuned.end()) return std::nullopt;
-    e = it->second;
+    t = it->second;
   }
-  const KernelConfig* c = find_config(e.kernel);
-  if (c == nullptr || !cannot_run(*c, p, d).empty()) return std::nullopt;
-  std::ostringstream why;
-  why << std::setprecision(4) << "tuned: " << e.kernel << " measured " << e.ms << " ms vs " << e.rule_ms
-      << " ms for the rules' pick (" << e.rule_kernel << ")";
-  return Choice{c, why.str()};
+  if (!cannot_run(*t.cfg, p, d).empty()) return std::nullopt;
+  return t;
 }
+
 }  // namespace
 
 void set_tuned(const std::string& key, TunedEntry entry) {
-  TORCH_CHECK(find_config(entry.kernel) != nullptr, "tilelab::_tune_set: no config named '", entry.kernel,
+  const KernelConfig* c = find_config(entry.kernel);
+  TORCH_CHECK(c != nullptr, "tilelab::_tune_set: no config named '", entry.kernel,
               "' in this build (tilelab_torch.kernels() lists them)");
+  std::ostringstream why;
+  why << std::setprecision(4) << "tuned: " << entry.kernel << " measured " << entry.ms << " ms vs " << entry.rule_ms
+      << " ms for the rules' pick (" << entry.rule_kernel << ")";
   std::lock_guard<std::mutex> lock(g_tuned_mu);
-  g_tuned[key] = std::move(entry);
+  g_tuned[key] = Choice{c, why.str()};
   g_tuned_size.store(static_cast<int64_t>(g_tuned.size()));
 }
 
@@ -169,7 +167,7 @@ void clear_tuned() {
 int64_t tuned_size() { return g_tuned_size.load(); }
 
 void set_split_k_override(int64_t splits) {
-  TORCH_CHECK(splits >= 0, "tilelab::_set_split_k: splits must be >= 1 (or None to restore the estimate), got ",
+  TORCH_CHECK(splits >= 0, "tilelab::_set_split_k: splits must be >= 1 (or None, or 0, to restore the estimate), got ",
               splits);
   g_split_override.store(splits);
 }

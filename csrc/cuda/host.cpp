@@ -74,10 +74,9 @@ at::Tensor gemm_cuda(const char* op, const at::Tensor* bias, const at::Tensor& a
   GemmProblem p = call.problem;
   p.splits = choice.splits;
   // The tile families' epilogues take no activation (launch.h,
-  // family_applies_activation): they store act-free, then one pass applies it.
+  // family_tile_epilogue): they store act-free, then one pass applies it.
   // gemv, the textbook kernels and the split-K reduction apply it themselves.
-  const bool act_after =
-      p.act != Activation::None && p.splits == 1 && !family_applies_activation(choice.cfg->family);
+  const bool act_after = p.act != Activation::None && p.splits == 1 && family_tile_epilogue(choice.cfg->family);
   if (act_after) p.act = Activation::None;
   const int64_t B = p.batch, esize = static_cast<int64_t>(c10::elementSize(p.dtype));
   const auto* a0 = static_cast<const char*>(p.a.data);
@@ -91,7 +90,7 @@ at::Tensor gemm_cuda(const char* op, const at::Tensor* bias, const at::Tensor& a
     if (p.splits > 1) split_k_gemm(*choice.cfg, p);
     else launch(*choice.cfg, p);
   }
-  if (act_after) apply_activation_(call.out, call.problem.act);
+  if (act_after) torch_activation(call.out, call.problem.act, /*in_place=*/true);
   return call.out;
 }
 

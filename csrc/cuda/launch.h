@@ -44,11 +44,12 @@ struct DeviceInfo {
 TILELAB_FAMILIES(TILELAB_FAMILY_DECL)
 #undef TILELAB_FAMILY_DECL
 
-// Whether the family's epilogue applies an activation itself. The tile
-// families (blocked, tensorcore, hopper) do not (kernels/epilogue.cuh,
-// with_epilogue): gemm_cuda applies it after them in one pass.
-constexpr bool family_applies_activation(Family f) {
-  return f == Family::Naive || f == Family::Tiled || f == Family::Padded || f == Family::Gemv;
+// The tile families: their epilogue is with_epilogue's (kernels/epilogue.cuh)
+// and their kernels take a k-range from the scheduler. So they split K
+// (split_reduce.h; the chooser plans it) and take no activation (gemm_cuda
+// applies it after them in one pass); the others apply it in their epilogue.
+constexpr bool family_tile_epilogue(Family f) {
+  return f == Family::Hopper || f == Family::TensorCore || f == Family::Blocked;
 }
 
 // Runs row's kernel on p (the family switch).

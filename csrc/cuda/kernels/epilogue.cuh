@@ -18,19 +18,19 @@
 
 namespace tilelab {
 
-// What an epilogue does besides the bias: an activation, or (kPart) raw fp32
-// sums into a split-K slab. The tile kernels fix it at compile time and branch
-// once per tile (with_epilogue), so their unrolled store loops carry no
-// per-element test. EpiAny reads both at run time: the textbook and gemv
-// kernels and the split-K reduction, a few stores per thread.
-template <Activation A, bool P>
-struct Epi {
-  static constexpr Activation kAct = A;
+// Where an epilogue's values go and what it applies besides the bias.
+// EpiTile<kPart>: the tile kernels, fixed at compile time (with_epilogue
+// branches once per tile, so their unrolled store loops carry no per-element
+// test): the output with no activation, or (kPart) a split-K slice's raw fp32
+// sums into its slab. EpiAny reads both at run time and applies the
+// activation: the textbook and gemv kernels and the split-K reduction, a few
+// stores per thread.
+template <bool P>
+struct EpiTile {
   static constexpr bool kPart = P;
   static constexpr bool kAny = false;
 };
 struct EpiAny {
-  static constexpr Activation kAct = Activation::None;
   static constexpr bool kPart = false;
   static constexpr bool kAny = true;
 };
@@ -58,8 +58,6 @@ struct OutputRow {
     if (bias != nullptr) acc += static_cast<Acc>(bias[n * sbias_n]);
     if constexpr (E::kAny) {
       if (act != Activation::None) acc = activate(act, acc);
-    } else if constexpr (E::kAct != Activation::None) {
-      acc = activate(E::kAct, acc);
     }
     return acc;
   }
@@ -124,7 +122,7 @@ __device__ __forceinline__ OutputRow<T, E> output_row(const GemmArgs<T>& p, int 
                                                  static_cast<int64_t>(m) * p.N};
 }
 
-// Calls f(Epi<...>{}) for p's epilogue kind in a tile kernel: one uniform
+// Calls f(EpiTile<...>{}) for p's epilogue kind in a tile kernel: one uniform
 // branch per tile between the direct store and a split-K slice's raw sums.
 // The tile kernels take no activation (p.act is None: the host applies it
 // after them, gemm_cuda in host.cpp): compiled into every store of their
@@ -132,8 +130,8 @@ __device__ __forceinline__ OutputRow<T, E> output_row(const GemmArgs<T>& p, int 
 // it made them 2-3x slower or their translation units too slow to build.
 template <typename T, typename F>
 __device__ __forceinline__ void with_epilogue(const GemmArgs<T>& p, F&& f) {
-  if (p.partial != nullptr) f(Epi<Activation::None, true>{});
-  else f(Epi<Activation::None, false>{});
+  if (p.partial != nullptr) f(EpiTile<true>{});
+  else f(EpiTile<false>{});
 }
 
 // One output element of batch bz; the caller guarantees m < M and n < N.
