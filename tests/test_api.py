@@ -225,8 +225,12 @@ def test_kernels_table_columns():
         bm, bn, bk = k.block
         assert k.name.endswith(f"{bm}x{bn}" + (f"x{bk}" if bk else "")), k
         wm, wn = k.warps
-        if wm:  # MMA/FMA warps (hopper adds a producer warpgroup of 128 threads)
-            assert k.threads == 32 * wm * wn + (128 if k.family == "hopper" else 0), k
+        if k.family == "hopper":  # a producer warpgroup and two consumer warpgroups, which share a tile
+            # (cooperative: 8 x 1 warps) or take turns with whole tiles (ping-pong: 4 x 1 warps each)
+            assert k.threads == 384 and (wm, wn) in ((8, 1), (4, 1)), k
+            assert (wm == 4) == (k.variant == "hopper_pingpong"), k
+        elif wm:  # MMA/FMA warps
+            assert k.threads == 32 * wm * wn, k
         else:   # one thread per output
             assert k.threads == bm * bn, k
         if k.family in ("blocked", "tensorcore", "hopper"):

@@ -100,6 +100,42 @@ def test_bmm_broadcast_and_bias(high, config, dtype):
     assert err <= tol, f"{config} addmm: {err:.3g}, seed={seed}"
 
 
+@pytest.mark.parametrize("config", ROW_NAMES + TF32_NAMES)
+def test_persistent_many_tiles(high, config):
+    """More work tiles than SMs: a block walks several tiles (an odd and an even count
+    per block, so the ping-pong warpgroups end on either), the ring wraps across tile
+    boundaries with a K tail, and batches and split-K slices share the one tile list."""
+    seed = fresh_seed()
+    dtype = torch.float32 if config in TF32_NAMES else torch.bfloat16
+    tol = TOL_TF32 if dtype == torch.float32 else TOL[dtype]
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    # M x N tiles of 128 x 128: (2000 / 128 -> 16) x (2100 / 128 -> 17) = 272 > 2 x 132
+    a = torch.randn(2000, 300, device="cuda", dtype=dtype)
+    b = torch.randn(300, 2100, device="cuda", dtype=dtype)
+    assert 16 * 9 > sms  # also more than one 128 x 256 tile per SM
+    out = torch.full((2000, 2100), float("nan"), device="cuda", dtype=dtype)
+    out.copy_(torch.ops.tilelab.tiled_mm(a, b, variant=config))
+    assert rel_err(out, a, b) <= tol, f"{config} mm: seed={seed}"
+    x = torch.randn(40, 300, 200, device="cuda", dtype=dtype)
+    y = torch.randn(40, 200, 520, device="cuda", dtype=dtype).transpose(1, 2).contiguous().transpose(1, 2)
+    got = torch.ops.tilelab.tiled_bmm(x, y, variant=config)
+    ref = x.double() @ y.double()
+    err = float((got.double() - ref).norm() / (x.double().abs() @ y.double().abs()).norm())
+    assert err <= tol, f"{config} bmm 40 x (300x200x520): {err:.3g}, seed={seed}"
+    bias = torch.randn(1000, device="cuda", dtype=dtype)
+    p = torch.randn(1000, 1000, device="cuda", dtype=dtype)
+    q = torch.randn(1000, 1000, device="cuda", dtype=dtype)
+    ref = torch.addmm(bias.double(), p.double(), q.double())
+    try:
+        for splits in (3, 5):  # 8 x 8 (or 8 x 4) tiles x slices: several work tiles per block
+            torch.ops.tilelab._set_split_k(splits)
+            got = torch.ops.tilelab.tiled_addmm(bias, p, q, variant=config)
+            err = float((got.double() - ref).norm() / ref.norm())
+            assert err <= tol, f"{config} addmm, {splits} K slices: {err:.3g}, seed={seed}"
+    finally:
+        torch.ops.tilelab._set_split_k(None)
+
+
 @pytest.mark.parametrize("dtype", HALF, ids=["bf16", "fp16"])
 def test_auto_uses_hopper_for_large_half(dtype):
     """On sm_90 the dispatcher sends large half-precision products to wgmma, aligned or not."""

@@ -67,10 +67,17 @@ CUtensorMap make_map(const void* ptr, c10::ScalarType dtype, int64_t cont, int64
   return map;
 }
 
-template <typename T, int BN, int kStages, bool kAK, bool kBK>
+// The persistent grid: one block per SM, or one per work tile when there are fewer.
+dim3 persistent_grid(const GemmProblem& p, int bn) {
+  const int64_t count = ((p.M + hopper::kTileM - 1) / hopper::kTileM) * ((p.N + bn - 1) / bn) * p.batch * p.splits;
+  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  return dim3(static_cast<unsigned>(std::max<int64_t>(1, std::min(count, sms))));
+}
+
+template <typename T, int BN, int kStages, bool kPingPong, bool kAK, bool kBK>
 void launch_one(const GemmProblem& p0, cudaStream_t stream) {
   constexpr int smem = hopper::smem_bytes<BN, kStages>();
-  auto kernel = hopper_kernel<T, BN, kStages, kAK, kBK>;
+  auto kernel = hopper_kernel<T, BN, kStages, kAK, kBK, kPingPong>;
   allow_smem(kernel, smem);
   GemmProblem p = p0;
   align_operand_rows(p);
@@ -85,8 +92,16 @@ void launch_one(const GemmProblem& p0, cudaStream_t stream) {
                                 : make_map(a.data, p.dtype, p.M, p.K, ba, lda, a.s_batch, kTileK);
   const CUtensorMap map_b = kBK ? make_map(b.data, p.dtype, p.K, p.N, bb, ldb, b.s_batch, BN)
                                 : make_map(b.data, p.dtype, p.N, p.K, bb, ldb, b.s_batch, kTileK);
-  kernel<<<grid_for(p, hopper::kTileM, BN), hopper::kThreads, smem, stream>>>(map_a, map_b, device_args<T>(p),
-                                                                             a_batch ? 1 : 0, b_batch ? 1 : 0);
+  // The TMA-store epilogue (hopper.cuh): C's rows and batches 16-byte aligned, no per-element bias (a
+  // column bias is added in registers), not a split-K slice (slabs are stored from registers).
+  const int64_t esz = static_cast<int64_t>(c10::elementSize(p.dtype));
+  const bool store_c = p.partial == nullptr && (p.bias == nullptr || p.sbias_m == 0) &&
+                       reinterpret_cast<uintptr_t>(p.c) % 16 == 0 && (p.sc_m * esz) % 16 == 0 &&
+                       (p.batch == 1 || (p.sc_b * esz) % 16 == 0);
+  const CUtensorMap map_c = store_c ? make_map(p.c, p.dtype, p.N, p.M, p.batch, p.sc_m, p.sc_b, hopper::kStoreRows)
+                                    : map_b;  // unused
+  kernel<<<persistent_grid(p, BN), hopper::kThreads, smem, stream>>>(
+      map_a, map_b, map_c, device_args<T>(p), a_batch ? 1 : 0, b_batch ? 1 : 0, store_c ? 1 : 0);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -97,13 +112,13 @@ void launch_tf32(const GemmProblem& p0, cudaStream_t stream) {
   GemmProblem p = p0;
   if (!p.a.k_contiguous) flip_contiguity(p, p.a, true);
   if (!p.b.k_contiguous) flip_contiguity(p, p.b, false);
-  launch_one<float, BN, kStages, true, true>(p, stream);
+  launch_one<float, BN, kStages, false, true, true>(p, stream);
 }
 
-template <typename T, int BN, int kStages>
+template <typename T, int BN, int kStages, bool kPingPong>
 void launch_layouts(const GemmProblem& p, cudaStream_t stream) {
   with_layouts(p, [&](auto ak, auto bk) {
-    launch_one<T, BN, kStages, decltype(ak)::value, decltype(bk)::value>(p, stream);
+    launch_one<T, BN, kStages, kPingPong, decltype(ak)::value, decltype(bk)::value>(p, stream);
   });
 }
 
@@ -126,20 +141,26 @@ void launch_hopper(const KernelConfig& row, const GemmProblem& p) {
   visit_family<Family::Hopper>(row, [&](auto r) {
     constexpr KernelConfig c = kConfigs[decltype(r)::value];
     static_assert(c.bm == hopper::kTileM && c.threads == hopper::kThreads, "hopper rows: 128 x BN tiles, 3 warpgroups");
-    static_assert(c.warps_m == hopper::kConsumerWarps && c.warps_n == 1, "hopper: 8 consumer warps of 16 rows");
+    // warps_m: the MMA warps on one tile -- 8 (cooperative: two warpgroups of 64 rows) or 4 (ping-pong:
+    // one warpgroup computes the whole tile, the other the next one).
+    constexpr bool kPingPong = c.warps_m == hopper::kConsumerWarps / 2;
+    static_assert((c.warps_m == hopper::kConsumerWarps || kPingPong) && c.warps_n == 1,
+                  "hopper: 8 consumer warps of 16 rows on a tile, or 4 of 32 rows (ping-pong)");
+    static_assert(!kPingPong || (!c.tf32 && c.bn == 128), "hopper: ping-pong rows are half precision, 128 x 128");
     static_assert(c.min_sm == 90 && c.pad == 0, "wgmma and TMA need sm_90(a); the swizzle replaces padding");
     if constexpr (c.tf32) {
       static_assert(c.dtypes == kF32 && c.bk == hopper::tile_k<float>(), "TF32 rows: fp32, 32 of K per stage");
       TORCH_CHECK(p.dtype == at::kFloat, "tilelab: ", c.name, " needs float32 inputs");
+      static_assert(!kPingPong, "hopper: TF32 rows are cooperative");
       launch_tf32<c.bn, c.stages>(p, stream);
       return;
     }
     static_assert(c.tf32 || (c.dtypes == (kF16 | kBF16) && c.bk == hopper::tile_k<c10::Half>()),
                   "half rows: float16/bfloat16, 64 of K per stage");
     if (p.dtype == at::kHalf)
-      launch_layouts<c10::Half, c.bn, c.stages>(p, stream);
+      launch_layouts<c10::Half, c.bn, c.stages, kPingPong>(p, stream);
     else if (p.dtype == at::kBFloat16)
-      launch_layouts<c10::BFloat16, c.bn, c.stages>(p, stream);
+      launch_layouts<c10::BFloat16, c.bn, c.stages, kPingPong>(p, stream);
     else
       TORCH_CHECK(false, "tilelab: ", c.name, " needs float16 or bfloat16 inputs");
   });

@@ -60,10 +60,13 @@ inline constexpr KernelConfig kConfigs[] = {
   {"tensorcore_tf32_128x128x16", "tensorcore_tf32", Family::TensorCore,128, 128, 128, 16,  2, 2,  128, 4, 4, kF32,         80, true,  "TF32 mma.sync m16n8k8 (needs precision 'high'), 4-stage cp.async, 4 warps of 64x64"},
   {"tensorcore_tf32_128x256x32", "tensorcore_tf32", Family::TensorCore,256, 128, 256, 32,  2, 4,  256, 4, 4, kF32,         80, true,  "TF32 mma.sync m16n8k8 (needs precision 'high'), BK=32, 4-stage cp.async, 8 warps of 64x64"},
   {"tensorcore_tf32_64x64x16",   "tensorcore_tf32", Family::TensorCore, 64,  64,  64, 16,  2, 2,  128, 4, 4, kF32,         80, true,  "TF32 mma.sync m16n8k8 (needs precision 'high'), 4-stage cp.async, 4 warps of 32x32"},
-  // hopper: wgmma + TMA, 128-byte swizzled stages (pad 0: the swizzle keeps them conflict-free); 8 MMA warps
-  // (two consumer warpgroups of 64 rows) plus a producer warpgroup.
+  // hopper: wgmma + TMA, 128-byte swizzled stages (pad 0: the swizzle keeps them conflict-free), persistent
+  // (a block per SM walks the tiles); 8 MMA warps (two consumer warpgroups of 64 rows) plus a producer warpgroup.
   {"hopper_128x256x64",          "hopper",          Family::Hopper,    256, 128, 256, 64,  8, 1,  384, 4, 0, kF16 | kBF16, 90, false, "wgmma m64n256k16 (fp32 acc) + TMA, 128B swizzle, 4-stage mbarrier ring, producer + 2 consumer warpgroups"},
   {"hopper_128x128x64",          "hopper",          Family::Hopper,    128, 128, 128, 64,  8, 1,  384, 6, 0, kF16 | kBF16, 90, false, "wgmma m64n128k16 (fp32 acc) + TMA, 128B swizzle, 6-stage mbarrier ring, producer + 2 consumer warpgroups"},
+  // ping-pong (warps 4 x 1): each consumer warpgroup computes whole 128x128 tiles, the two taking turns on the
+  // tensor cores, so one's epilogue runs under the other's MMAs.
+  {"hopper_pingpong_128x128x64", "hopper_pingpong", Family::Hopper,    128, 128, 128, 64,  4, 1,  384, 6, 0, kF16 | kBF16, 90, false, "wgmma 2 x m64n128k16 per warpgroup + TMA, 6-stage ring, ping-pong: two consumer warpgroups alternate tiles"},
   {"hopper_tf32_128x256x32",     "hopper_tf32",     Family::Hopper,    256, 128, 256, 32,  8, 1,  384, 4, 0, kF32,         90, true,  "TF32 wgmma m64n256k8 (needs precision 'high') + TMA, 4-stage ring, k-contiguous operands (others copied transposed)"},
   {"hopper_tf32_128x128x32",     "hopper_tf32",     Family::Hopper,    128, 128, 128, 32,  8, 1,  384, 6, 0, kF32,         90, true,  "TF32 wgmma m64n128k8 (needs precision 'high') + TMA, 6-stage ring, k-contiguous operands (others copied transposed)"},
   // gemv: few rows (decoding); a warp per output column, 16-byte loads along K, bm rows per block.

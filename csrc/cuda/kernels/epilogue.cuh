@@ -35,6 +35,19 @@ struct EpiAny {
   static constexpr bool kAny = true;
 };
 
+// Two adjacent outputs as one 64-/32-bit store, rounded once to T (dst aligned to 2 elements).
+template <typename T>
+__device__ __forceinline__ void store_vec2(T* dst, float x, float y) {
+  if constexpr (std::is_same_v<T, float>) {
+    *reinterpret_cast<float2*>(dst) = make_float2(x, y);
+  } else if constexpr (std::is_same_v<T, c10::BFloat16>) {
+    *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(x, y);
+  } else {
+    static_assert(std::is_same_v<T, c10::Half>, "store_vec2: float, bfloat16 or half");
+    *reinterpret_cast<__half2*>(dst) = __floats2half2_rn(x, y);
+  }
+}
+
 // Row m of batch bz of C (and of the bias), addressed once per row: a store
 // then costs one add. Every store goes through value(), the one place where
 // the bias and the activation are applied.
@@ -79,16 +92,7 @@ struct OutputRow {
       return;
     }
     if (vec && n + 1 < N) {
-      x = value(n, x);
-      y = value(n + 1, y);
-      if constexpr (std::is_same_v<T, float>) {
-        *reinterpret_cast<float2*>(c + n) = make_float2(x, y);
-      } else if constexpr (std::is_same_v<T, c10::BFloat16>) {
-        *reinterpret_cast<__nv_bfloat162*>(c + n) = __floats2bfloat162_rn(x, y);
-      } else {
-        static_assert(std::is_same_v<T, c10::Half>, "store_pair: float, bfloat16 or half");
-        *reinterpret_cast<__half2*>(c + n) = __floats2half2_rn(x, y);
-      }
+      store_vec2(c + n, value(n, x), value(n + 1, y));
     } else {
       if (n < N) store(n, x);
       if (n + 1 < N) store(n + 1, y);
@@ -111,15 +115,22 @@ struct OutputRow {
   }
 };
 
+// &C[bz, m, 0], and &slab[m, 0] of split `split` and batch bz (p.partial set).
+template <typename T>
+__device__ __forceinline__ T* c_row(const GemmArgs<T>& p, int bz, int m) {
+  return p.c + bz * p.sc_b + static_cast<int64_t>(m) * p.sc_m;
+}
+template <typename T>
+__device__ __forceinline__ float* slab_row(const GemmArgs<T>& p, int split, int bz, int m) {
+  return p.partial + (static_cast<int64_t>(split) * p.batch + bz) * p.M * p.N + static_cast<int64_t>(m) * p.N;
+}
+
 // Row m (< M) of batch bz (of split `split`'s slab under split-K).
 template <typename E = EpiAny, typename T>
 __device__ __forceinline__ OutputRow<T, E> output_row(const GemmArgs<T>& p, int bz, int m, int split = 0) {
-  return OutputRow<T, E>{p.c + bz * p.sc_b + static_cast<int64_t>(m) * p.sc_m,
+  return OutputRow<T, E>{c_row(p, bz, m),
                       p.bias == nullptr ? nullptr : p.bias + bz * p.sbias_b + static_cast<int64_t>(m) * p.sbias_m,
-                      p.sbias_n, p.N, p.act,
-                      p.partial == nullptr ? nullptr
-                                           : p.partial + (static_cast<int64_t>(split) * p.batch + bz) * p.M * p.N +
-                                                 static_cast<int64_t>(m) * p.N};
+                      p.sbias_n, p.N, p.act, p.partial == nullptr ? nullptr : slab_row(p, split, bz, m)};
 }
 
 // Calls f(EpiTile<...>{}) for p's epilogue kind in a tile kernel: one uniform

@@ -14,18 +14,23 @@
 // instruction from one thread, zero-fills what lies outside the tensor and
 // signals an mbarrier when the bytes have landed.
 //
-// A block (384 threads = 3 warpgroups) computes a 128 x BN tile of C:
-//   warpgroup 0, the producer: one thread walks K in steps of 128 bytes (BK = 64
-//     half or 32 fp32 elements), waits for a free stage of the kStages-deep shared-memory ring (its `empty` mbarrier),
-//     and issues the TMA copies of the A and B tiles into it (`full` mbarrier,
-//     completed by the copies' byte count). It gives its registers away
-//     (setmaxnreg.dec) so the consumers can have more.
-//   warpgroups 1 and 2, the consumers: each owns 64 rows of the tile, keeps its
-//     64 x BN accumulators in registers (BN/2 floats a thread), waits for a full
-//     stage, issues 4 wgmma on it (32 bytes of K each: k16 half, k8 TF32), and
-//     releases the previous stage
-//     once its own wgmma group on that stage has completed (one group stays in
-//     flight, so the tensor cores never wait on the release).
+// A block (384 threads = 3 warpgroups, one per SM: the grid is persistent)
+// walks its 128 x BN tiles of C (hopper_kernel below says in which order):
+//   warpgroup 0, the producer: one thread walks the K of every tile in steps of
+//     128 bytes (BK = 64 half or 32 fp32 elements), waits for a free stage of the
+//     kStages-deep shared-memory ring (its `empty` mbarrier), and issues the TMA
+//     copies of the A and B tiles into it (`full` mbarrier, completed by the
+//     copies' byte count); it runs on into the next tile while the consumers
+//     finish the last. It gives its registers away (setmaxnreg.dec) so the
+//     consumers can have more.
+//   warpgroups 1 and 2, the consumers, each 128 accumulators a thread: waits for
+//     a full stage, issues its wgmma on it (32 bytes of K each: k16 half, k8
+//     TF32), and releases the previous stage once its own wgmma group on that
+//     stage has completed (one group stays in flight, so the tensor cores never
+//     wait on the release). Cooperative rows: each owns 64 rows of every tile
+//     (m64nBN, BN = 128 or 256). Ping-pong rows: each owns whole 128 x 128 tiles
+//     (two m64n128 per k16), the two alternating, so one stores while the other
+//     multiplies.
 //
 // Shared memory: every tile is stored in the 128-byte swizzle of the TMA
 // (CU_TENSOR_MAP_SWIZZLE_128B), which is also the layout wgmma reads without
@@ -52,8 +57,9 @@
 // M/N are computed and not stored; split-K slices are whole k-tiles, the last
 // one ending in the tail). TMA needs a 16-byte aligned base and
 // 16-byte multiples for the row and batch strides: the launcher copies an
-// operand that is not (aligned_copy.h). Stores are predicated per element; the
-// epilogue adds the optional bias and honours the batch (blockIdx.z).
+// operand that is not (aligned_copy.h). The TMA store clips its boxes at M and
+// N; an output it cannot write (an unaligned C, a per-element bias, a split-K
+// slab) is stored from registers, predicated per element.
 #include <cuda.h>  // CUtensorMap
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -88,12 +94,17 @@ template <int BN>
 constexpr int stage_bytes() {
   return (kTileM + BN) * 128;
 }
+// The epilogue's staging buffers: two per consumer warp, each one TMA-store
+// box of 16 rows x 128 bytes (64 half / 32 fp32 columns), 128-byte swizzled.
+constexpr int kStoreRows = 16;
+constexpr int kStoreBoxBytes = kStoreRows * 128;
+constexpr int kStoreBytes = kConsumerWarps * 2 * kStoreBoxBytes;  // 32 KB
 // Dynamic shared memory: the ring of kStages stages (the table row's stages:
-// 4 x 48 KB for 128x256, 6 x 32 KB for 128x128), 1 KB of slack to align it to
-// 1024 bytes (the swizzle atom), and the mbarriers.
+// 4 x 48 KB for 128x256, 6 x 32 KB for 128x128), the store buffers, 1 KB of
+// slack to align both to 1024 bytes (the swizzle atom), and the mbarriers.
 template <int BN, int kStages>
 constexpr int smem_bytes() {
-  return kStages * stage_bytes<BN>() + 1024 + 2 * 8 * kStages;
+  return kStages * stage_bytes<BN>() + kStoreBytes + 1024 + 2 * 8 * kStages;
 }
 constexpr int kMaxSmemBytes = 227 * 1024;  // dynamic shared memory a block may have on sm_90
 
@@ -131,6 +142,24 @@ __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, u
       "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
       : "memory");
 }
+
+// ---- TMA store: one box of shared memory into a 3-D tensor map (contiguous dim, rows, batch);
+// elements outside the tensor are not written. Bulk groups: wait_read<N> returns once all but the
+// N most recent groups of this thread have read their shared memory (the buffer may be reused).
+__device__ __forceinline__ void tma_store(const CUtensorMap* map, uint32_t src, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(src), "r"(c0), "r"(c1), "r"(c2)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+// Shared-memory writes by the threads (generic proxy) made visible to the TMA (async proxy).
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 // ---- wgmma
 // Shared-memory matrix descriptor, 128-byte swizzle: start address, leading
@@ -219,24 +248,81 @@ __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t desc_a, uint6
 
 #endif  // TILELAB_HOPPER_DEVICE
 
+// Two floats rounded to a pair of T, as 32 bits (a shared-memory store; ping-pong's preloaded bias,
+// exact: its elements are T), and back.
+template <typename T>
+__device__ __forceinline__ uint32_t pack_pair(float x, float y) {
+  if constexpr (std::is_same_v<T, c10::BFloat16>) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(x, y);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  } else {
+    const __half2 v = __floats2half2_rn(x, y);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+}
+template <typename T>
+__device__ __forceinline__ void unpack_pair(uint32_t u, float& x, float& y) {
+  if constexpr (std::is_same_v<T, c10::BFloat16>) {
+    const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u));
+    x = f.x, y = f.y;
+  } else {
+    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&u));
+    x = f.x, y = f.y;
+  }
+}
+
+// The named barriers of the ping-pong order (0 is __syncthreads'): consumer
+// warpgroup c may start a tile's MMAs once barrier kOrderBar + c completes, i.e.
+// once the other warpgroup has finished the MMAs of its previous tile.
+constexpr int kOrderBar = 1;
+#ifdef TILELAB_HOPPER_DEVICE
+__device__ __forceinline__ void bar_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+#endif
+
 }  // namespace hopper
 
 // kAK: A is k-contiguous (row-major); kBK: B is k-contiguous (column-major).
 // map_a / map_b: 3-D TMA maps (contiguous dim, rows, batch) built by the host
 // with 64-element boxes and the 128-byte swizzle; a_batch / b_batch: 1 if the
 // operand has a batch dimension, 0 if one matrix serves every batch.
-template <typename T, int BN, int kStages, bool kAK, bool kBK>
+//
+// Persistent (PersistentGrouped): the grid has at most one block per SM and a
+// block walks its tiles of the whole (split, batch, m, n) list. The producer
+// runs ahead across tile boundaries (its ring position `it` counts k-tiles
+// over all the block's tiles), so the next tile's stages load while the
+// consumers finish the last tile's MMAs and store it: no pipeline fill per tile.
+// kPingPong selects how the two consumer warpgroups share the work:
+//   cooperative (false): both work on every tile, 64 rows each (the 128 x 256
+//     rows: 128 accumulators a thread);
+//   ping-pong (true): each computes whole 128 x BN tiles (two m64 wgmma per
+//     k16 slice), the two alternating over the block's tiles; their MMAs take
+//     turns (named barriers kOrderBar + c), so one's epilogue runs under the
+//     other's MMAs.
+//
+// Epilogue: the column bias is added to the accumulators; then, when the host
+// made a map of C (store_c: C's rows and batches 16-byte aligned, no
+// per-element bias, not a split-K slice), each warp converts its rows to T in
+// two shared-memory boxes of 16 x 128 bytes, alternately, and the TMA writes
+// them (clipped at M and N, asynchronously: the warp goes on to its next tile
+// while the writes drain). Otherwise the threads store from registers.
+template <typename T, int BN, int kStages, bool kAK, bool kBK, bool kPingPong>
 __global__ void __launch_bounds__(hopper::kThreads, 1)
     hopper_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                  GemmArgs<T> p, int a_batch, int b_batch) {
+                  const __grid_constant__ CUtensorMap map_c, GemmArgs<T> p, int a_batch, int b_batch,
+                  int store_c) {
 #ifdef TILELAB_HOPPER_DEVICE
   using namespace hopper;
   static_assert(smem_bytes<BN, kStages>() <= kMaxSmemBytes, "hopper: the ring must fit in shared memory");
-  using Sched = GroupedScheduler;
-  static_assert(!Sched::kPersistent, "hopper: one tile per block");  // (split-K: part of K per block)
+  static_assert(!kPingPong || BN <= 128, "hopper: a ping-pong warpgroup holds a whole tile (BN / 2 * 2 floats)");
   constexpr int kStageBytes = stage_bytes<BN>();
   constexpr int kABytes = kTileM * 128;
   constexpr int kTileK = tile_k<T>();  // also a box's extent along its contiguous dimension
+  constexpr int kHalves = kPingPong ? 2 : 1;  // m64 halves of the tile one consumer warpgroup computes
   static_assert(sizeof(T) == 2 || (std::is_same_v<T, float> && kAK && kBK),
                 "hopper: 16-bit inputs, or k-contiguous fp32 (TF32)");
 
@@ -244,109 +330,232 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
   // The swizzle pattern repeats every 1024 bytes: align the ring to it.
   const uint32_t raw = smem_u32(hp_smem);
   const uint32_t ring = (raw + 1023) & ~1023u;
-  const uint32_t bars = ring + kStages * kStageBytes;  // full[s] at bars + 8s, empty[s] at bars + 8(kStages + s)
+  const uint32_t staging = ring + kStages * kStageBytes;  // the epilogue's boxes (1024-byte aligned)
+  const uint32_t bars = staging + kStoreBytes;  // full[s] at bars + 8s, empty[s] at bars + 8(kStages + s)
   auto full = [&](int s) { return bars + 8 * s; };
   auto empty = [&](int s) { return bars + 8 * (kStages + s); };
+  // A stage is released by every consumer warp that read it: both warpgroups'
+  // (cooperative) or the one warpgroup's whose tile it holds (ping-pong).
+  constexpr int kReleases = kPingPong ? kConsumerWarps / 2 : kConsumerWarps;
 
   const int tid = threadIdx.x, wg = tid / 128;
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(full(s), 1);                 // the producer's expect_tx arrival (+ the bytes)
-      mbar_init(empty(s), kConsumerWarps);   // one arrival per consumer warp
+      mbar_init(full(s), 1);            // the producer's expect_tx arrival (+ the bytes)
+      mbar_init(empty(s), kReleases);   // one arrival per consumer warp
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
 
-  // The k-tiles [k_begin, k_end) of this tile: slot i of the ring holds k-tile k_begin + i.
-  const WorkTile w = Sched::first((p.K + kTileK - 1) / kTileK, p.splits, p.batch);
-  const int m0 = w.tm * kTileM, n0 = w.tn * BN, bz = w.batch;
-  const int ktiles = w.k_end - w.k_begin;
+  const PersistentGrouped<kGroupM> sched(p.M, p.N, kTileM, BN, (p.K + kTileK - 1) / kTileK, p.splits, p.batch);
 
   if (wg == 0) {
-    // ---------------- producer
+    // ---------------- producer: every tile of the block, in order; `it` is the ring position.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
     if (tid == 0) {
-      const int za = a_batch ? bz : 0, zb = b_batch ? bz : 0;
-      for (int kt = 0; kt < ktiles; ++kt) {
-        const int s = kt % kStages;
-        if (kt >= kStages) mbar_wait(empty(s), ((kt / kStages) + 1) & 1);
-        const uint32_t sa = ring + s * kStageBytes, sb = sa + kABytes;
-        mbar_expect_tx(full(s), kStageBytes);
-        const int k0 = (w.k_begin + kt) * kTileK;
-        if constexpr (kAK) {
-          tma_load(sa, &map_a, full(s), k0, m0, za);
-        } else {
+      int it = 0;
+      for (int64_t i = blockIdx.x; i < sched.count; i += gridDim.x) {
+        const WorkTile w = sched.at(i);
+        const int m0 = w.tm * kTileM, n0 = w.tn * BN;
+        const int za = a_batch ? w.batch : 0, zb = b_batch ? w.batch : 0;
+        for (int kt = w.k_begin; kt < w.k_end; ++kt, ++it) {
+          const int s = it % kStages;
+          if (it >= kStages) mbar_wait(empty(s), ((it / kStages) + 1) & 1);
+          const uint32_t sa = ring + s * kStageBytes, sb = sa + kABytes;
+          mbar_expect_tx(full(s), kStageBytes);
+          const int k0 = kt * kTileK;
+          if constexpr (kAK) {
+            tma_load(sa, &map_a, full(s), k0, m0, za);
+          } else {
 #pragma unroll
-          for (int j = 0; j < kTileM / kTileK; ++j) tma_load(sa + j * kBoxBytes, &map_a, full(s), m0 + j * kTileK, k0, za);
-        }
-        if constexpr (kBK) {
-          tma_load(sb, &map_b, full(s), k0, n0, zb);
-        } else {
+            for (int j = 0; j < kTileM / kTileK; ++j)
+              tma_load(sa + j * kBoxBytes, &map_a, full(s), m0 + j * kTileK, k0, za);
+          }
+          if constexpr (kBK) {
+            tma_load(sb, &map_b, full(s), k0, n0, zb);
+          } else {
 #pragma unroll
-          for (int j = 0; j < BN / kTileK; ++j) tma_load(sb + j * kBoxBytes, &map_b, full(s), n0 + j * kTileK, k0, zb);
+            for (int j = 0; j < BN / kTileK; ++j)
+              tma_load(sb + j * kBoxBytes, &map_b, full(s), n0 + j * kTileK, k0, zb);
+          }
         }
       }
     }
   } else {
     // ---------------- consumers
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
-    const int c = wg - 1;  // which 64 rows of the tile
+    const int c = wg - 1;  // cooperative: which 64 rows of every tile; ping-pong: which tiles (every other)
     const int warp = (tid / 32) % 4, lane = tid % 32;
-    float d[BN / 2];
-#pragma unroll
-    for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
-
+    const int g = lane / 4, t = lane % 4;
+    const bool vec = vector_ok<2>(p);
     // Per k16 slice: k-contiguous operands advance 32 bytes along the swizzled row,
     // m/n-contiguous ones 16 rows of 128 bytes.
     constexpr uint32_t kStepA = kAK ? 32 : 16 * 128, kStepB = kBK ? 32 : 16 * 128;
     constexpr uint32_t kLboA = kAK ? 16 : kBoxBytes, kLboB = kBK ? 16 : kBoxBytes;
-    for (int kt = 0; kt < ktiles; ++kt) {
-      const int s = kt % kStages;
-      mbar_wait(full(s), (kt / kStages) & 1);
-      const uint32_t sa = ring + s * kStageBytes + c * (kABytes / 2), sb = ring + s * kStageBytes + kABytes;
-      fence_regs(d);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {  // 4 x 32 bytes of K
-        wgmma<T, BN, kAK ? 0 : 1, kBK ? 0 : 1>(d, make_desc(sa + kk * kStepA, kLboA, 1024),
-                                                make_desc(sb + kk * kStepB, kLboB, 1024));
-      }
-      wgmma_commit();
-      // Keep this tile's group in flight; the previous one is done, so its stage is free.
-      wgmma_wait<1>();
-      fence_regs(d);
-      if (kt > 0 && lane == 0) mbar_arrive(empty((kt - 1) % kStages));
-    }
-    wgmma_wait<0>();
-    fence_regs(d);
+    float d[kHalves][BN / 2];
 
-    // Epilogue. Thread layout of a 64 x BN wgmma accumulator: warp w owns rows
-    // 16w..16w+15; lane (g = lane/4, t = lane%4) holds, for every 8-column
-    // group j, (g, 8j+2t), (g, 8j+2t+1), (g+8, 8j+2t), (g+8, 8j+2t+1).
-    const int g = lane / 4, t = lane % 4;
-    const int mrow = m0 + c * 64 + warp * 16 + g;
-    const bool vec = vector_ok<2>(p);
-    GemmArgs<T> out = p;
-    if (column_bias(p)) {  // columns 8j+2t, 8j+2t+1 of both rows
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
-        const int n = n0 + 8 * j + 2 * t;
-        const float b0 = column_bias_at(p, bz, n), b1 = column_bias_at(p, bz, n + 1);
-        d[4 * j] += b0, d[4 * j + 1] += b1, d[4 * j + 2] += b0, d[4 * j + 3] += b1;
+    int it = 0;  // the ring position of this tile's first k-tile
+    int j = 0;   // the block's tile count so far
+    for (int64_t i = blockIdx.x; i < sched.count; i += gridDim.x, ++j) {
+      const WorkTile w = sched.at(i);
+      const int ktiles = w.k_end - w.k_begin;
+      if (kPingPong && (j % 2) != c) {  // the other warpgroup's tile: only its ring slots
+        it += ktiles;
+        continue;
       }
-      out.bias = nullptr;
+      // Ping-pong: the tile's column bias is loaded now, packed in pairs, and arrives during the MMAs
+      // (after them it would cost a memory round trip per tile: ~10% of a K = 768 tile).
+      uint32_t bias_pairs[kPingPong ? BN / 8 : 1];
+      if constexpr (kPingPong) {
+        if (column_bias(p)) {
+          const int n0 = w.tn * BN;
+#pragma unroll
+          for (int q = 0; q < BN / 8; ++q) {
+            const int n = n0 + 8 * q + 2 * t;
+            bias_pairs[q] = pack_pair<T>(column_bias_at(p, w.batch, n), column_bias_at(p, w.batch, n + 1));
+          }
+        }
+      }
+      if (kPingPong && j > 0) bar_sync(kOrderBar + c, 256);  // the other warpgroup's MMAs are done
+
+#pragma unroll
+      for (int h = 0; h < kHalves; ++h)
+#pragma unroll
+        for (int q = 0; q < BN / 2; ++q) d[h][q] = 0.0f;
+
+      for (int kt = 0; kt < ktiles; ++kt, ++it) {
+        const int s = it % kStages;
+        mbar_wait(full(s), (it / kStages) & 1);
+        const uint32_t stage = ring + s * kStageBytes;
+        const uint32_t sb = stage + kABytes;
+#pragma unroll
+        for (int h = 0; h < kHalves; ++h) fence_regs(d[h]);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {  // 4 x 32 bytes of K
+#pragma unroll
+          for (int h = 0; h < kHalves; ++h) {
+            // A consumer's 64 rows start 8 KB into the stage in both A layouts.
+            const uint32_t sa = stage + (kPingPong ? h : c) * (kABytes / 2);
+            wgmma<T, BN, kAK ? 0 : 1, kBK ? 0 : 1>(d[h], make_desc(sa + kk * kStepA, kLboA, 1024),
+                                                    make_desc(sb + kk * kStepB, kLboB, 1024));
+          }
+        }
+        wgmma_commit();
+        // Keep this k-tile's group in flight; the previous one is done, so its stage is free.
+        wgmma_wait<1>();
+#pragma unroll
+        for (int h = 0; h < kHalves; ++h) fence_regs(d[h]);
+        if (kt > 0 && lane == 0) mbar_arrive(empty((it - 1) % kStages));
+      }
+      wgmma_wait<0>();
+#pragma unroll
+      for (int h = 0; h < kHalves; ++h) fence_regs(d[h]);
+      if (ktiles > 0 && lane == 0) mbar_arrive(empty((it - 1) % kStages));  // the tile's last stage
+      // Ping-pong: the other warpgroup may start its next tile's MMAs (if the block has one for it).
+      if (kPingPong && i + gridDim.x < sched.count) bar_arrive(kOrderBar + (1 - c), 256);
+
+      // Epilogue. Thread layout of a 64 x BN wgmma accumulator: warp w owns rows
+      // 16w..16w+15; lane (g = lane/4, t = lane%4) holds, for every 8-column
+      // group j, (g, 8j+2t), (g, 8j+2t+1), (g+8, 8j+2t), (g+8, 8j+2t+1).
+      const int m0 = w.tm * kTileM, n0 = w.tn * BN, bz = w.batch;
+      GemmArgs<T> out = p;
+      if (column_bias(p)) {  // columns 8j+2t, 8j+2t+1 of both rows
+#pragma unroll
+        for (int q = 0; q < BN / 8; ++q) {
+          const int n = n0 + 8 * q + 2 * t;
+          float b0, b1;
+          if constexpr (kPingPong) {
+            unpack_pair<T>(bias_pairs[q], b0, b1);
+          } else {
+            b0 = column_bias_at(p, bz, n), b1 = column_bias_at(p, bz, n + 1);
+          }
+#pragma unroll
+          for (int h = 0; h < kHalves; ++h)
+            d[h][4 * q] += b0, d[h][4 * q + 1] += b1, d[h][4 * q + 2] += b0, d[h][4 * q + 3] += b1;
+        }
+        out.bias = nullptr;
+      }
+      if (store_c) {
+        // Each warp: its 16 rows of each m64 half, in boxes of 16 rows x kBoxCols columns; element (r, col)
+        // of a box at byte r * 128 + ((chunk ^ r % 8) * 16 + within), chunk/within = (col * size) / % 16:
+        // the TMA's 128-byte swizzle, which also spreads a fragment's 8 rows over all 32 banks. This
+        // thread's rows g and g + 8 (r % 8 = g) and columns 8 qq + 2t: the offset of qq = 0 (tb), and qq's
+        // column is an XOR of the address with qq * 8 * size (a multiple of 16, no carry into the row).
+        constexpr int kSize = static_cast<int>(sizeof(T));
+        constexpr int kBoxCols = 128 / kSize;
+        static_assert((kHalves * BN / kBoxCols) % 2 == 0, "hopper: an even number of boxes per tile, so every "
+                      "tile starts on buffer 0 and a buffer is reused two stores after its last");
+        const uint32_t tb = ((((2 * t * kSize) >> 4) ^ g) << 4) | ((2 * t * kSize) & 15);
+        const uint32_t box0 = staging + ((c * 4 + warp) * 2) * kStoreBoxBytes + g * 128 + tb;
+        int box = 0;
+#pragma unroll
+        for (int h = 0; h < kHalves; ++h) {
+          const int mrow0 = m0 + (kPingPong ? h : c) * 64 + warp * 16;
+#pragma unroll
+          for (int cb = 0; cb < BN / kBoxCols; ++cb, box ^= 1) {
+            const uint32_t buf = box0 + box * kStoreBoxBytes;  // + this thread's row g and column 2t
+            // The store issued two boxes ago (from this buffer) has read it.
+            if (lane == 0) bulk_wait_read<1>();
+            __syncwarp();
+#pragma unroll
+            for (int qq = 0; qq < kBoxCols / 8; ++qq) {
+              const int q = cb * (kBoxCols / 8) + qq;
+#pragma unroll
+              for (int r = 0; r < 2; ++r) {
+                const uint32_t at = (buf + r * 8 * 128) ^ static_cast<uint32_t>(qq * 8 * kSize);
+                const float x = d[h][4 * q + 2 * r], y = d[h][4 * q + 2 * r + 1];
+                if constexpr (std::is_same_v<T, float>) {
+                  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(x), "f"(y) : "memory");
+                } else {
+                  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at), "r"(pack_pair<T>(x, y)) : "memory");
+                }
+              }
+            }
+            fence_async_smem();
+            __syncwarp();
+            if (lane == 0) {  // (lane 0: g = t = 0, buf is the box itself)
+              tma_store(&map_c, buf, n0 + cb * kBoxCols, mrow0, bz);
+              bulk_commit();
+            }
+          }
+        }
+        continue;
+      }
+      // A split-K slice's interior tile (every row < M, every column < N): its raw fp32 sums into the slab
+      // without a test, one base address per row and the columns as immediate offsets (the general path
+      // below tests and addresses every pair).
+      const bool interior = m0 + kTileM <= p.M && n0 + BN <= p.N;
+      if (interior && p.partial != nullptr && p.N % 2 == 0) {
+#pragma unroll
+        for (int h = 0; h < kHalves; ++h)
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int m = m0 + (kPingPong ? h : c) * 64 + warp * 16 + g + 8 * r;
+            float* prow = slab_row(p, w.split, bz, m) + n0 + 2 * t;
+#pragma unroll
+            for (int q = 0; q < BN / 8; ++q) store_vec2(prow + 8 * q, d[h][4 * q + 2 * r], d[h][4 * q + 2 * r + 1]);
+          }
+        continue;
+      }
+      with_epilogue(p, [&](auto epi) {
+#pragma unroll
+        for (int h = 0; h < kHalves; ++h) {
+          const int mrow = m0 + (kPingPong ? h : c) * 64 + warp * 16 + g;
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int m = mrow + 8 * r;
+            if (m >= p.M) continue;
+            const auto row = output_row<decltype(epi)>(out, bz, m, w.split);
+#pragma unroll
+            for (int q = 0; q < BN / 8; ++q)
+              row.store_pair(n0 + 8 * q + 2 * t, d[h][4 * q + 2 * r], d[h][4 * q + 2 * r + 1], vec);
+          }
+        }
+      });
     }
-    with_epilogue(p, [&](auto epi) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int m = mrow + 8 * h;
-        if (m >= p.M) continue;
-        const auto row = output_row<decltype(epi)>(out, bz, m, w.split);
-#pragma unroll
-        for (int j = 0; j < BN / 8; ++j) row.store_pair(n0 + 8 * j + 2 * t, d[4 * j + 2 * h], d[4 * j + 2 * h + 1], vec);
-      }
-    });
+    if (store_c && lane == 0) bulk_wait_all();  // the block's last writes have landed
   }
 #else
   // Not compiled for sm_90a: the chooser never launches this (launch_hopper.cu: hopper_cannot_run).

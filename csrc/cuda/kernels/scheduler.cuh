@@ -14,7 +14,7 @@
 // bitwise the same output. A kernel that walks K from zero narrows its
 // arguments to its range with narrow_k(). A persistent scheduler (a grid of
 // one block per SM walking the tiles) would return more than one WorkTile
-// from next().
+// from next(): PersistentGrouped below, which the hopper family uses.
 #include "../gemm_args.h"
 
 namespace tilelab {
@@ -94,6 +94,46 @@ __device__ __forceinline__ void narrow_k(GemmArgs<T>& p, const WorkTile& w, int 
   p.b += k0 * p.sb_k;
   p.K = min(p.K - k0, (w.k_end - w.k_begin) * bk);
 }
+
+// Persistent: a grid of at most one block per SM; block b computes the work
+// tiles b, b + gridDim.x, b + 2 gridDim.x, ... of one linear list that covers
+// every (split, batch) layer in turn (layer = split * batch + batch index, as
+// the data-parallel z), each layer's tiles in the grouped order. A batch of
+// small matrices (attention's B x (512 x 512)) thus fills every SM, not one
+// tile per block and layer, and a block's next tile is loaded while it
+// finishes the last. Made once per kernel from the problem (a few integer
+// divisions per tile); `count` is the length of the list, which the host
+// also computes (persistent_tiles) to size the grid.
+template <int kGroupM>
+struct PersistentGrouped {
+  static constexpr bool kPersistent = true;
+  int tiles_m, tiles_n, k_tiles, splits, batch;
+  int64_t per_layer, count;
+
+  __device__ __forceinline__ PersistentGrouped(int M, int N, int bm, int bn, int k_tiles_, int splits_, int batch_)
+      : tiles_m((M + bm - 1) / bm), tiles_n((N + bn - 1) / bn), k_tiles(k_tiles_), splits(splits_), batch(batch_) {
+    per_layer = static_cast<int64_t>(tiles_m) * tiles_n;
+    count = per_layer * splits * batch;
+  }
+  // Work tile i of the list (i < count).
+  __device__ __forceinline__ WorkTile at(int64_t i) const {
+    WorkTile w;
+    const int layer = static_cast<int>(i / per_layer);
+    const int64_t t = i - static_cast<int64_t>(layer) * per_layer;
+    const int64_t per_group = static_cast<int64_t>(kGroupM) * tiles_n;
+    const int first_m = static_cast<int>(t / per_group) * kGroupM;
+    const int rows = min(tiles_m - first_m, kGroupM);
+    const int in_group = static_cast<int>(t - (t / per_group) * per_group);
+    w.tm = first_m + in_group % rows;
+    w.tn = in_group / rows;
+    w.batch = layer % batch;
+    w.split = layer / batch;
+    w.k_begin = splits == 1 ? 0 : split_k_begin(k_tiles, splits, w.split);
+    w.k_end = splits == 1 ? k_tiles : split_k_begin(k_tiles, splits, w.split + 1);
+    w.valid = true;
+    return w;
+  }
+};
 
 constexpr int kGroupM = 8;  // tile rows per group of the tensor-core families' grouped order
 using GroupedScheduler = DataParallel<GroupedOrder<kGroupM>>;
