@@ -147,6 +147,23 @@ def test_auto_uses_hopper_for_large_half(dtype):
         assert rel_err(torch.ops.tilelab.tiled_mm(a, b), a, b) <= TOL[dtype]
 
 
+@pytest.mark.parametrize("dtype", HALF, ids=["bf16", "fp16"])
+def test_auto_picks_pingpong_for_projection_k(dtype):
+    """The dispatcher's ping-pong rule: K of 8..48 steps of 64 with a wave of 128x128 tiles
+    (a GPT-2 projection), and not for K = 4096 or for attention's K = 64."""
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    def pick(M, K, N, B=None):
+        a = torch.empty(*((B,) if B else ()), M, K, device="cuda", dtype=dtype)
+        b = torch.empty(*((B,) if B else ()), K, N, device="cuda", dtype=dtype)
+        return tilelab_torch.explain(a, b)
+    e = pick(4096, 768, 2304)
+    assert (4096 // 128) * (2304 // 128) >= sms and e.kernel == "hopper_pingpong_128x128x64", e
+    assert "ping-pong" in e.reason, e
+    assert pick(4096, 4096, 4096).kernel == "hopper_128x256x64"
+    assert pick(512, 64, 512, B=96).kernel == "hopper_128x256x64"
+    assert pick(4096, 3072 + 64, 2304).kernel == "hopper_128x256x64"  # 49 steps
+
+
 def test_refused_for_fp32():
     a = torch.randn(64, 64, device="cuda")
     with pytest.raises(RuntimeError, match="does not support torch.float32"):
