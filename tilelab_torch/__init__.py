@@ -15,8 +15,8 @@
 import torch  # noqa: F401  (loads libtorch before our extension)
 
 from . import _C  # noqa: F401  (registers torch.ops.tilelab.*)
-from .ops import (Explanation, KernelInfo, built_with_cuda, explain, kernels, tiled_addmm, tiled_bmm, tiled_linear,
-                  tiled_mm)
+from .ops import (Explanation, KernelInfo, built_with_cuda, explain, explain_described, kernels, tiled_addmm,
+                  tiled_bmm, tiled_linear, tiled_mm)
 from .nn import SwapReport, TiledConv1D, TiledLinear, swap, swap_linear, unswap, use_tiled
 from .tuning import TuneReport, clear_tuned, load_tuned, tune
 
@@ -38,6 +38,7 @@ __all__ = [
     "TuneReport",
     "kernels",
     "explain",
+    "explain_described",
     "built_with_cuda",
     "KernelInfo",
     "Explanation",

@@ -295,3 +295,23 @@ def explain(a: Tensor, b: Tensor, *, variant: Optional[str] = None, tile: Option
     """
     d = json.loads(torch.ops.tilelab._explain(a, b, variant=variant, tile=tile))
     return Explanation(kernel=d["kernel"], reason=d["reason"], details=d)
+
+
+def explain_described(a: Tensor, b: Tensor, *, sm: int, num_sms: int, variant: Optional[str] = None,
+                      tile: Optional[int] = None) -> Explanation:
+    """Which CUDA kernel the dispatcher would pick for ``tiled_mm(a, b)`` (3-D: ``tiled_bmm``)
+    on a GPU of compute capability ``sm`` (major*10 + minor, e.g. 90) with ``num_sms`` SMs,
+    and why: :func:`explain` without that GPU. ``a`` and ``b`` are CPU tensors whose shapes,
+    strides, dtype and alignment describe the problem (``torch.empty`` is enough); the
+    TF32 consent is torch's current setting, as for the op. Needs a CUDA build of tilelab
+    (the dispatcher is part of it), not a GPU: the tests check the rules with it.
+
+    Example::
+
+        a, b = torch.empty(4096, 768, dtype=torch.bfloat16), torch.empty(768, 2304, dtype=torch.bfloat16)
+        tilelab_torch.explain_described(a, b, sm=90, num_sms=132).kernel  # 'hopper_pingpong_128x128x64'
+    """
+    if not built_with_cuda():
+        raise RuntimeError("tilelab: explain_described needs a CUDA build of tilelab (this one is CPU-only)")
+    d = json.loads(torch.ops.tilelab._explain_described(a, b, sm, num_sms, variant=variant, tile=tile))
+    return Explanation(kernel=d["kernel"], reason=d["reason"], details=d)

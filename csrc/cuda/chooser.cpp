@@ -178,10 +178,10 @@ std::string cannot_run(const KernelConfig& c, const GemmProblem& p, const Device
   if (!(c.dtypes & dtype_bit(p.dtype))) {
     os << c.name << " does not support " << dtype_str(p.dtype);
   } else if (c.threads > d.max_threads_per_block) {
-    os << c.name << " needs " << c.threads << " threads per block but cuda:" << d.index << " (" << d.name
+    os << c.name << " needs " << c.threads << " threads per block but " << d.label() << " (" << d.name
        << ") allows at most " << d.max_threads_per_block;
   } else if (d.sm < c.min_sm) {
-    os << c.name << " needs compute capability " << c.min_sm / 10 << "." << c.min_sm % 10 << " but cuda:" << d.index
+    os << c.name << " needs compute capability " << c.min_sm / 10 << "." << c.min_sm % 10 << " but " << d.label()
        << " is " << d.sm / 10 << "." << d.sm % 10;
   } else if (c.tf32 && !p.allow_tf32) {
     os << c.name << " computes in TF32 (10-bit mantissa), which fp32 inputs may only use when "
@@ -308,8 +308,8 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   if (ch.cfg) return ch;
   ch = pick(kTiled8, "last resort: the smallest tiled config fits any device");
   if (ch.cfg) return ch;
-  TORCH_CHECK(false, "tilelab: no kernel for ", dtype_str(p.dtype), " ", p.M, "x", p.N, "x", p.K, " on cuda:",
-              d.index, " (", d.name, ", sm_", d.sm, ")");
+  TORCH_CHECK(false, "tilelab: no kernel for ", dtype_str(p.dtype), " ", p.M, "x", p.N, "x", p.K, " on ",
+              d.label(), " (", d.name, ", sm_", d.sm, ")");
 }
 }  // namespace
 
@@ -369,8 +369,8 @@ Choice select_kernel(const GemmProblem& p, const DeviceInfo& d, std::optional<st
         if (r.empty() && (c == nullptr || row.tile > c->tile)) c = &row;
         if (!r.empty()) why_not = r;
       }
-      TORCH_CHECK(c != nullptr, "tilelab: no config of variant '", v, "' runs ", dtype_str(p.dtype), " on cuda:",
-                  d.index, " (", d.name, "): ", why_not);
+      TORCH_CHECK(c != nullptr, "tilelab: no config of variant '", v, "' runs ", dtype_str(p.dtype), " on ",
+                  d.label(), " (", d.name, "): ", why_not);
       return with_splits(Choice{c, "user override: variant='" + v + "', largest tile that runs here"}, p, d);
     }
     for (const auto& row : kConfigs)
@@ -379,7 +379,7 @@ Choice select_kernel(const GemmProblem& p, const DeviceInfo& d, std::optional<st
       const int64_t t = *tile;
       if (t > 0 && t * t > d.max_threads_per_block) {
         TORCH_CHECK(false, "tilelab: tile=", t, " needs ", t, "x", t, " = ", t * t,
-                    " threads per block (one thread per output of the tile) but cuda:", d.index, " (", d.name,
+                    " threads per block (one thread per output of the tile) but ", d.label(), " (", d.name,
                     ") allows at most ", d.max_threads_per_block, "; valid tiles for variant '", v,
                     "': ", valid_tiles(v));
       }

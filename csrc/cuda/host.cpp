@@ -94,24 +94,51 @@ at::Tensor gemm_cuda(const char* op, const at::Tensor* bias, const at::Tensor& a
   return call.out;
 }
 
-std::string explain_cuda(const at::Tensor& a, const at::Tensor& b, std::optional<c10::string_view> variant,
-                         std::optional<int64_t> tile) {
-  check_gemm_inputs("explain", nullptr, a, b, a.dim() == 3);
-  const c10::cuda::CUDAGuard guard(a.device());
-  const GemmCall call = make_gemm(nullptr, a, b);
-  const GemmProblem& p = call.problem;
-  const Choice choice = choose_for(p, a.get_device(), variant, tile);
-  const DeviceInfo& d = device_info(a.get_device());
+namespace {
+// The choice for p on d as explain()'s JSON; `device` names it ("cuda:0").
+std::string explain_json(const GemmProblem& p, const Choice& choice, const DeviceInfo& d, const std::string& device) {
   const KernelConfig& c = *choice.cfg;
   std::ostringstream os;
   os << "{\"kernel\": \"" << c.name << "\", \"variant\": \"" << c.variant << "\", \"tile\": " << c.tile
-     << ", \"device\": \"cuda:" << d.index << "\", \"device_name\": \"" << json_escape(d.name) << "\", \"sm\": " << d.sm
+     << ", \"device\": \"" << device << "\", \"device_name\": \"" << json_escape(d.name) << "\", \"sm\": " << d.sm
      << ", \"num_sms\": " << d.num_sms << ", \"batch\": " << p.batch << ", \"M\": " << p.M << ", \"N\": " << p.N << ", \"K\": " << p.K
      << ", \"dtype\": \"" << dtype_str(p.dtype) << "\", \"a_layout\": \"" << layout_name(p.a, true)
      << "\", \"b_layout\": \"" << layout_name(p.b, false) << "\", \"split_k\": " << choice.splits
      << ", \"reason\": \"" << json_escape(choice.reason)
      << "\"}";
   return os.str();
+}
+}  // namespace
+
+std::string explain_cuda(const at::Tensor& a, const at::Tensor& b, std::optional<c10::string_view> variant,
+                         std::optional<int64_t> tile) {
+  check_gemm_inputs("explain", nullptr, a, b, a.dim() == 3);
+  const c10::cuda::CUDAGuard guard(a.device());
+  const GemmCall call = make_gemm(nullptr, a, b);
+  const Choice choice = choose_for(call.problem, a.get_device(), variant, tile);
+  const DeviceInfo& d = device_info(a.get_device());
+  return explain_json(call.problem, choice, d, d.label());
+}
+
+std::string explain_described(const at::Tensor& a, const at::Tensor& b, int64_t sm, int64_t num_sms,
+                              std::optional<c10::string_view> variant, std::optional<int64_t> tile) {
+  check_gemm_inputs("_explain_described", nullptr, a, b, a.dim() == 3);
+  TORCH_CHECK(a.device().is_cpu() && b.device().is_cpu(),
+              "tilelab::_explain_described: takes CPU tensors (their shapes, strides, dtype and alignment describe "
+              "the problem); for a CUDA tensor use explain()");
+  TORCH_CHECK(sm >= 10 && sm < 1000 && num_sms >= 1 && num_sms <= 100000,
+              "tilelab::_explain_described: sm is major*10 + minor (e.g. 90) and num_sms >= 1, got sm=", sm,
+              ", num_sms=", num_sms);
+  DeviceInfo d;
+  d.index = -1;
+  d.name = "compute capability " + std::to_string(sm / 10) + "." + std::to_string(sm % 10) + ", " +
+           std::to_string(num_sms) + " SMs";
+  d.sm = static_cast<int>(sm);
+  d.num_sms = static_cast<int>(num_sms);
+  const GemmCall call = make_gemm(nullptr, a, b);
+  std::optional<std::string_view> v;
+  if (variant.has_value()) v = std::string_view(variant->data(), variant->size());
+  return explain_json(call.problem, select_kernel(call.problem, d, v, tile), d, "described");
 }
 
 }  // namespace tilelab

@@ -31,11 +31,14 @@ namespace tilelab {
 
 // What the chooser and the capability checks know about a CUDA device.
 struct DeviceInfo {
-  int index = 0;
+  int index = 0;  // -1: a described GPU (explain_described), not a device of this machine
   std::string name;
   int sm = 0;  // major*10 + minor
   int num_sms = 1;
   int max_threads_per_block = 1024;
+
+  // How messages name it: "cuda:0", or "the described GPU".
+  std::string label() const { return index >= 0 ? "cuda:" + std::to_string(index) : "the described GPU"; }
 };
 
 #define TILELAB_FAMILY_DECL(E, n, c)                               \

@@ -130,7 +130,7 @@ std::string hopper_cannot_run(const KernelConfig& row, const GemmProblem&, const
     os << row.name << " is not in this build: wgmma/TMA need the sm_90a target (rebuild with "
        << "TORCH_CUDA_ARCH_LIST=9.0a, or 9.0, which setup.py builds as 9.0a)";
   } else if (d.sm != 90) {
-    os << row.name << " runs only on compute capability 9.0 (H100/H200: sm_90a code) but cuda:" << d.index << " is "
+    os << row.name << " runs only on compute capability 9.0 (H100/H200: sm_90a code) but " << d.label() << " is "
        << d.sm / 10 << "." << d.sm % 10;
   }
   return os.str();

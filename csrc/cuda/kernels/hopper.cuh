@@ -458,10 +458,10 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
 
       // Epilogue. Thread layout of a 64 x BN wgmma accumulator: warp w owns rows
       // 16w..16w+15; lane (g = lane/4, t = lane%4) holds, for every 8-column
-      // group j, (g, 8j+2t), (g, 8j+2t+1), (g+8, 8j+2t), (g+8, 8j+2t+1).
+      // group q, (g, 8q+2t), (g, 8q+2t+1), (g+8, 8q+2t), (g+8, 8q+2t+1).
       const int m0 = w.tm * kTileM, n0 = w.tn * BN, bz = w.batch;
       GemmArgs<T> out = p;
-      if (column_bias(p)) {  // columns 8j+2t, 8j+2t+1 of both rows
+      if (column_bias(p)) {  // columns 8q+2t, 8q+2t+1 of both rows
 #pragma unroll
         for (int q = 0; q < BN / 8; ++q) {
           const int n = n0 + 8 * q + 2 * t;

@@ -1,0 +1,117 @@
+"""The dispatcher's rules (csrc/cuda/chooser.cpp) on described GPUs, without one:
+tilelab_torch.explain_described runs the same selection code as the ops on CPU
+tensors that describe the problem, for a compute capability and SM count. Each
+case is a rule of the README's "How the dispatcher chooses"."""
+import pytest
+import torch
+
+import tilelab_torch
+from tilelab_torch import explain_described
+
+pytestmark = pytest.mark.skipif(not tilelab_torch.built_with_cuda(),
+                                reason="a CPU-only build has no CUDA dispatcher")
+
+H200 = dict(sm=90, num_sms=132)
+A100 = dict(sm=80, num_sms=108)
+BF16 = torch.bfloat16
+
+
+def mm(M, K, N, dtype=BF16, batch=None):
+    """Row-major operands of a (batch of) M x K times K x N product (torch.empty: no data)."""
+    pre = (batch,) if batch else ()
+    return torch.empty(*pre, M, K, dtype=dtype), torch.empty(*pre, K, N, dtype=dtype)
+
+
+def linear(M, K, N, dtype=BF16):
+    """F.linear's operands: x (M, K) and W.t() for W (N, K), both k-contiguous."""
+    return torch.empty(M, K, dtype=dtype), torch.empty(N, K, dtype=dtype).t()
+
+
+@pytest.mark.parametrize("operands", [mm, linear], ids=["mm", "linear"])
+@pytest.mark.parametrize("M,K,N", [(4096, 768, 2304), (4096, 3072, 768), (12608, 768, 3072), (8192, 1024, 4096)])
+def test_pingpong_for_projection_k(operands, M, K, N):
+    """Half precision, K of 8..48 steps of 64 and a wave of 128x128 tiles: ping-pong."""
+    e = explain_described(*operands(M, K, N), **H200)
+    assert e.kernel == "hopper_pingpong_128x128x64", e
+    assert "ping-pong" in e.reason and e.details["split_k"] == 1, e
+
+
+@pytest.mark.parametrize("M,K,N,batch", [(4096, 4096, 4096, None), (4096, 14336, 4096, None),
+                                         (4096, 3136, 2304, None),  # 49 steps of K
+                                         (512, 64, 512, 96), (2048, 128, 2048, 32)])
+def test_cooperative_outside_projection_k(M, K, N, batch):
+    """Long K and attention's short K (one or two steps): the cooperative 128x256 row."""
+    e = explain_described(*mm(M, K, N, batch=batch), **H200)
+    assert e.kernel == "hopper_128x256x64", e
+
+
+def test_pingpong_needs_a_wave():
+    """1024 x 1024 at K = 768: 64 tiles of 128x128 on 132 SMs, the cooperative 128x128 row."""
+    e = explain_described(*mm(1024, 768, 1024), **H200)
+    assert e.kernel == "hopper_128x128x64", e
+    # The same product with enough SMs' worth of tiles for 60 SMs is ping-pong.
+    assert explain_described(*mm(1024, 768, 1024), sm=90, num_sms=60).kernel == "hopper_pingpong_128x128x64"
+
+
+def test_fp16_follows_bf16():
+    assert explain_described(*mm(4096, 768, 2304, torch.float16), **H200).kernel == "hopper_pingpong_128x128x64"
+
+
+def test_hopper_only_on_sm90():
+    """Compute capability 8.0: mma.sync rows, and a forced hopper row says why it cannot run."""
+    assert explain_described(*mm(4096, 4096, 4096), **A100).kernel == "tensorcore_128x256x64"
+    assert explain_described(*mm(4096, 768, 2304), **A100).kernel.startswith("tensorcore_")
+    with pytest.raises(RuntimeError, match="compute capability 9.0"):
+        explain_described(*mm(64, 64, 64), variant="hopper_pingpong_128x128x64", **A100)
+
+
+def test_decode_goes_to_gemv():
+    """One row of x @ W.t() in half precision, up to 16 in IEEE fp32."""
+    assert explain_described(*linear(1, 4096, 4096), **H200).kernel == "gemv_16x8"
+    assert explain_described(*linear(16, 4096, 4096, torch.float32), **H200).kernel == "gemv_16x8"
+    assert explain_described(*linear(16, 4096, 4096), **H200).kernel.startswith("hopper_")
+
+
+def test_split_k_for_k_heavy():
+    """A 64 x 64 output over K = 65536 leaves SMs idle: K in slices, reduced in a fixed order."""
+    e = explain_described(*mm(64, 65536, 64, torch.float32), **H200)
+    assert e.details["split_k"] > 1 and "split-K" in e.reason, e
+    # One SM: no idle SMs to fill.
+    assert explain_described(*mm(64, 65536, 64, torch.float32), sm=90, num_sms=1).details["split_k"] == 1
+
+
+def test_fp32_ieee_blocked_and_tf32_by_consent(high):
+    """fp32 on TF32 tensor cores only under precision 'high' (the fixture); IEEE fp32 on the blocked rows."""
+    assert explain_described(*mm(4096, 4096, 4096, torch.float32), **H200).kernel == "hopper_tf32_128x256x32"
+    torch.set_float32_matmul_precision("highest")
+    e = explain_described(*mm(4096, 4096, 4096, torch.float32), **H200)
+    assert e.kernel.startswith("blocked_"), e
+
+
+def test_fp64_textbook():
+    assert explain_described(*mm(4096, 4096, 4096, torch.float64), **H200).kernel == "tiled_32x32x32"
+    assert explain_described(*mm(333, 555, 777, torch.float64), **H200).kernel == "tiled_16x16x16"
+
+
+def test_details_and_errors():
+    e = explain_described(*mm(4096, 768, 2304), **H200)
+    assert e.details["device"] == "described" and e.details["num_sms"] == 132 and e.details["sm"] == 90
+    assert (e.details["M"], e.details["N"], e.details["K"]) == (4096, 2304, 768)
+    with pytest.raises(RuntimeError, match="sm is major"):
+        explain_described(*mm(8, 8, 8), sm=0, num_sms=132)
+    with pytest.raises(RuntimeError, match="unknown variant"):
+        explain_described(*mm(8, 8, 8), variant="nope", **H200)
+    with pytest.raises(RuntimeError, match="expected 2-D"):
+        explain_described(torch.empty(8), torch.empty(8, 8), **H200)
+
+
+@pytest.mark.gpu
+def test_described_matches_the_device():
+    """On a GPU, describing it gives explain()'s choice."""
+    props = torch.cuda.get_device_properties(0)
+    here = dict(sm=props.major * 10 + props.minor, num_sms=props.multi_processor_count)
+    for M, K, N in [(4096, 768, 2304), (4096, 4096, 4096), (64, 65536, 64), (1000, 1000, 1000)]:
+        a, b = mm(M, K, N)
+        e = tilelab_torch.explain(a.cuda(), b.cuda())
+        d = explain_described(a, b, **here)
+        assert (d.kernel, d.details["split_k"]) == (e.kernel, e.details["split_k"]), (d, e)
