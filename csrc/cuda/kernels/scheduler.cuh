@@ -1,20 +1,26 @@
 #pragma once
 // The tile scheduler: which output tile, which batch and which part of K a
 // block works on (CUTLASS 3's third part beside the mainloop and the
-// epilogue). A kernel asks for its work as
+// epilogue). Two of them:
 //
-//   for (WorkTile w = Sched::first(args); w.valid; w = Sched::next(w, args)) { ... }
+// DataParallel (blocked, tensorcore): one tile per block,
 //
-// or, while it serves one tile per block, just `Sched::first(...)`.
-// DataParallel is one tile per block, the batch as a coordinate (blockIdx.z),
-// in linear or grouped order, and optionally split-K: with `splits` > 1 the
-// grid's z holds splits x batch blocks per tile and each computes a
-// contiguous range of k-tiles (k_begin, k_end), its partial sums reduced by a
-// second pass (split_reduce.cu) in a fixed order -- the same inputs give
-// bitwise the same output. A kernel that walks K from zero narrows its
-// arguments to its range with narrow_k(). A persistent scheduler (a grid of
-// one block per SM walking the tiles) would return more than one WorkTile
-// from next(): PersistentGrouped below, which the hopper family uses.
+//   const WorkTile w = Sched::first(k_tiles, splits, batch);
+//
+// the batch as a coordinate (blockIdx.z), in linear or grouped order, and
+// optionally split-K: with `splits` > 1 the grid's z holds splits x batch
+// blocks per tile and each computes a contiguous range of k-tiles (k_begin,
+// k_end), its partial sums reduced by a second pass (split_reduce.cu) in a
+// fixed order -- the same inputs give bitwise the same output. A kernel that
+// walks K from zero narrows its arguments to its range with narrow_k().
+//
+// PersistentGrouped (hopper): a grid of at most one block per SM, each walking
+// its share of one list of every (split, batch, tile),
+//
+//   const PersistentGrouped<kGroupM> s(M, N, bm, bn, k_tiles, splits, batch);
+//   for (int64_t i = blockIdx.x; i < s.count; i += gridDim.x) { const WorkTile w = s.at(i); ... }
+//
+// with the same split-K ranges and reduction.
 #include "../gemm_args.h"
 
 namespace tilelab {
@@ -75,10 +81,6 @@ struct DataParallel {
     w.split = blockIdx.z / batch;
     w.k_begin = split_k_begin(k_tiles, splits, w.split);
     w.k_end = split_k_begin(k_tiles, splits, w.split + 1);
-    return w;
-  }
-  static __device__ __forceinline__ WorkTile next(WorkTile w, int) {
-    w.valid = false;
     return w;
   }
 };
