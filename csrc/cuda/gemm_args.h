@@ -12,8 +12,9 @@
 // in int (the host checks), so loop counters stay 32-bit. `bias` is nullptr
 // when absent and broadcast through its strides (a stride of 0 repeats it).
 //
-// Split-K: with `partial` set, the grid's z covers splits x batch, a block
-// computes the k-tiles of its split (scheduler.cuh) and stores its raw fp32
+// Split-K: with `partial` set, the work covers splits x batch layers (the
+// grid's z, or the persistent tile list), a block computes the k-tiles of its
+// split (scheduler.cuh) and stores its raw fp32
 // sums into slab (split * batch + b) of `partial` (each slab M x N,
 // contiguous); bias and act are then unset and applied by the reduction.
 #include <cstdint>
@@ -34,7 +35,7 @@ struct GemmArgs {
   int64_t sc_m, sc_b;
   int64_t sbias_m, sbias_n, sbias_b;
   Activation act;
-  int batch;               // matrices in this launch (the grid's z is batch * splits)
+  int batch;               // matrices in this launch (batch * splits layers of work)
   int splits;              // slices of K (1: none)
   float* __restrict__ partial;  // the split-K slabs, nullptr when splits == 1
 };
