@@ -78,6 +78,28 @@ def set_precision(dtype_key: str) -> str:
     return prec
 
 
+def median_call_ms(fn: Callable[[], object], n: int, device: str, sync_each: bool = False) -> float:
+    """Median ms of n calls of fn(), each timed on its own: wall clock on the CPU, a pair of
+    CUDA events around each call on a GPU (recorded back to back, read after one
+    synchronize; with sync_each, the host waits for each call before the next)."""
+    if not device.startswith("cuda"):
+        times = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(times)
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+    for s, e in ev:
+        s.record()
+        fn()
+        e.record()
+        if sync_each:
+            e.synchronize()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in ev)
+
+
 def bench(fn: Callable[[], object], device: str, warmup_ms: int = 25, rep_ms: int = 100) -> float:
     """Median milliseconds of fn()."""
     if device.startswith("cuda"):
@@ -89,15 +111,7 @@ def bench(fn: Callable[[], object], device: str, warmup_ms: int = 25, rep_ms: in
             pass
         fn()
         torch.cuda.synchronize()
-        times = []
-        for _ in range(max(3, int(rep_ms / 10))):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            fn()
-            e.record()
-            e.synchronize()
-            times.append(s.elapsed_time(e))
-        return statistics.median(times)
+        return median_call_ms(fn, max(3, int(rep_ms / 10)), device, sync_each=True)
     fn()
     times = []
     deadline = time.perf_counter() + rep_ms / 1000

@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import statistics
 import sys
 import time
 from dataclasses import dataclass
@@ -313,20 +312,7 @@ def time_steps(fn: Callable, device: str, rep_ms: float, min_steps: int, max_ste
     sync(device)
     est = (time.perf_counter() - t0) * 1e3
     n = int(min(max_steps, max(min_steps, rep_ms / max(est, 1e-3))))
-    if not device.startswith("cuda"):
-        times = []
-        for _ in range(n):
-            t0 = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t0) * 1e3)
-        return statistics.median(times)
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
-    for s, e in ev:
-        s.record()
-        fn()
-        e.record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in ev)
+    return common.median_call_ms(fn, n, device)
 
 
 def restore(module: nn.Module, snapshot: list[Tensor]) -> None:

@@ -42,9 +42,7 @@ from __future__ import annotations
 import argparse
 import copy
 import os
-import statistics
 import sys
-import time
 import warnings
 
 os.environ["NCCL_NVLS_ENABLE"] = "0"  # before NCCL initialises; see the docstring
@@ -181,20 +179,7 @@ def timed(fn, args, sync) -> float:
     for _ in range(args.warmup):
         fn()
     sync()
-    times = []
-    for _ in range(args.iters):
-        if args.device == "cuda":
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            fn()
-            e.record()
-            e.synchronize()
-            times.append(s.elapsed_time(e))
-        else:
-            t0 = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t0) * 1e3)
-    return reduce_max(statistics.median(times), args)
+    return reduce_max(common.median_call_ms(fn, args.iters, args.device, sync_each=True), args)
 
 
 def reduce_max(v: float, args) -> float:

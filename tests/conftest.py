@@ -74,6 +74,18 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason=why))
 
 
+# tiled_linear's activations, written here from torch's functions (independently of
+# tilelab_torch.ops.TORCH_ACTIVATIONS, the mapping under test): the references of
+# test_linear.py and test_fuzz.py.
+ACT_REFS = {
+    None: lambda z: z,
+    "relu": torch.relu,
+    "gelu": torch.nn.functional.gelu,
+    "gelu_tanh": lambda z: torch.nn.functional.gelu(z, approximate="tanh"),
+    "silu": torch.nn.functional.silu,
+}
+
+
 def fresh_seed() -> int:
     """A new seed per call (fresh random data every run), returned so a failure can name it."""
     seed = int.from_bytes(os.urandom(4), "little")

@@ -31,7 +31,7 @@ import torch
 from hypothesis import HealthCheck, given, note, settings, strategies as st
 
 import tilelab_torch
-from conftest import DTYPE_ID, TOL, Poisoned, kernel_runs_here, kernel_tol, precision_for, rel_err
+from conftest import ACT_REFS, DTYPE_ID, TOL, Poisoned, kernel_runs_here, kernel_tol, precision_for, rel_err
 
 PROFILE = os.environ.get("TILELAB_FUZZ_PROFILE", "ci")
 # Built on the current settings, so --hypothesis-verbosity/--hypothesis-seed etc. still apply.
@@ -236,14 +236,8 @@ def test_fuzz_bmm(device, dtype, data):
                   f"{B}x{M}x{N}x{K} A={la}/{ma} B={lb}/{mb} seed={seed}")
 
 
-# tiled_linear's activations and their float64 references.
-ACTS = {
-    None: lambda z: z,
-    "relu": torch.relu,
-    "gelu": torch.nn.functional.gelu,
-    "gelu_tanh": lambda z: torch.nn.functional.gelu(z, approximate="tanh"),
-    "silu": torch.nn.functional.silu,
-}
+# tiled_linear's activations and their float64 references (conftest).
+ACTS = ACT_REFS
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_ID.get)

@@ -8,17 +8,11 @@ import torch.nn.functional as F
 from torch.testing._internal.optests import opcheck
 
 import tilelab_torch
-from conftest import TOL, cuda_kernels, kernel_tol, precision_for
+from conftest import ACT_REFS, TOL, cuda_kernels, kernel_tol, precision_for
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 linear = torch.ops.tilelab.tiled_linear
-ACTS = {
-    None: lambda z: z,
-    "relu": torch.relu,
-    "gelu": F.gelu,
-    "gelu_tanh": lambda z: F.gelu(z, approximate="tanh"),
-    "silu": F.silu,
-}
+ACTS = ACT_REFS
 
 
 def reference(x, w, b, act):

@@ -37,6 +37,16 @@ def _check_activation(activation: Optional[str]) -> None:
                          + ", ".join(repr(a) for a in ACTIVATIONS) + " (or None)")
 
 
+def _options_repr(m: nn.Module) -> str:
+    """The part of a tiled layer's repr that says how it runs: activation, variant and tile."""
+    s = ""
+    if m.activation is not None:
+        s += f", activation={m.activation!r}"
+    if m.variant is not None or m.tile is not None:
+        s += f", variant={m.variant!r}, tile={m.tile}"
+    return s
+
+
 class TiledLinear(nn.Linear):
     """``nn.Linear`` on tilelab: ``act(F.linear(x, W, b))`` in one ``tiled_linear`` call.
 
@@ -68,12 +78,7 @@ class TiledLinear(nn.Linear):
                                                       variant=self.variant, tile=self.tile)
 
     def extra_repr(self) -> str:
-        s = super().extra_repr()
-        if self.activation is not None:
-            s += f", activation={self.activation!r}"
-        if self.variant is not None or self.tile is not None:
-            s += f", variant={self.variant!r}, tile={self.tile}"
-        return s
+        return super().extra_repr() + _options_repr(self)
 
 
 class TiledConv1D(nn.Module):
@@ -107,12 +112,7 @@ class TiledConv1D(nn.Module):
                                                       variant=self.variant, tile=self.tile)
 
     def extra_repr(self) -> str:
-        s = f"nf={self.nf}, nx={self.nx}"
-        if self.activation is not None:
-            s += f", activation={self.activation!r}"
-        if self.variant is not None or self.tile is not None:
-            s += f", variant={self.variant!r}, tile={self.tile}"
-        return s
+        return f"nf={self.nf}, nx={self.nx}" + _options_repr(self)
 
 
 class FusedActivation(nn.Identity):
