@@ -7,6 +7,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
+#include "gemm.h"
 #include "op_handles.h"
 
 namespace tilelab {
@@ -48,7 +49,7 @@ at::Tensor linear_autocast(const at::Tensor& x, const at::Tensor& weight, const 
                            Opt activation, Opt variant, OptInt tile) {
   const auto guard = no_autocast<D>();
   std::optional<at::Tensor> b;
-  if (bias.has_value() && bias->defined()) b = cast<D>(*bias);
+  if (const at::Tensor* bp = bias_ptr(bias)) b = cast<D>(*bp);
   return op_linear().call(cast<D>(x), cast<D>(weight), b, activation, variant, tile);
 }
 

@@ -141,7 +141,7 @@ at::Tensor addmm_autograd(const at::Tensor& bias, const at::Tensor& a, const at:
 // fusion: that helps only where no gradient is recorded.
 at::Tensor linear_autograd(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                            Variant activation, Variant variant, Tile tile) {
-  const bool has_bias = bias.has_value() && bias->defined();
+  const bool has_bias = bias_ptr(bias) != nullptr;
   if (!records({&x, &weight}) && !(has_bias && records({&*bias}))) {
     at::AutoDispatchBelowADInplaceOrView below;
     return op_linear().call(x, weight, bias, activation, variant, tile);

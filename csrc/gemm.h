@@ -118,10 +118,20 @@ inline void check_linear_inputs(const at::Tensor& x, const at::Tensor& weight, c
   }
 }
 
+// An optional string argument of an op (c10::string_view) as a std::string_view.
+inline std::optional<std::string_view> view_of(std::optional<c10::string_view> s) {
+  if (!s.has_value()) return std::nullopt;
+  return std::string_view(s->data(), s->size());
+}
+
+// An op's `Tensor? bias` as a pointer: nullptr when absent (None or undefined).
+inline const at::Tensor* bias_ptr(const std::optional<at::Tensor>& bias) {
+  return bias.has_value() && bias->defined() ? &*bias : nullptr;
+}
+
 // The activation named by the op's `activation` argument, or an error naming the valid ones.
 inline Activation parse_activation(const char* op, std::optional<c10::string_view> name) {
-  std::optional<std::string_view> n;
-  if (name.has_value()) n = std::string_view(name->data(), name->size());
+  const std::optional<std::string_view> n = view_of(name);
   const std::optional<Activation> a = activation_from_name(n);
   TORCH_CHECK(a.has_value(), "tilelab::", op, ": unknown activation '", std::string(*n), "'; valid: ", kActivationNames);
   return *a;
@@ -247,7 +257,7 @@ struct GemmOps {
   static at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                            std::optional<c10::string_view> activation, Variant variant, Tile tile) {
     const Activation act = parse_activation("tiled_linear", activation);
-    const at::Tensor* b = bias.has_value() && bias->defined() ? &*bias : nullptr;
+    const at::Tensor* b = bias_ptr(bias);
     check_linear_inputs(x, weight, b);
     return linear_output(Gemm("tiled_linear", b, linear_rows(x), weight.t(), false, act, variant, tile), x,
                          weight.size(0));

@@ -56,7 +56,7 @@ std::string kernel_table_json() {
 // tiled_mm (2-D) or tiled_bmm (3-D), the bias and activation as the op has them.
 std::string tune_key_op(const at::Tensor& a, const at::Tensor& b, const std::optional<at::Tensor>& bias,
                         std::optional<c10::string_view> activation) {
-  const at::Tensor* bp = bias.has_value() && bias->defined() ? &*bias : nullptr;
+  const at::Tensor* bp = bias_ptr(bias);
   check_gemm_inputs("_tune_key", bp, a, b, a.dim() == 3);
   const GemmCall call = make_gemm(bp, a, b, parse_activation("_tune_key", activation));
   return tune_key(call.problem);

@@ -37,11 +37,9 @@ const DeviceInfo& device_info(int index) {
   return *cache[index];
 }
 
-Choice choose_for(const GemmProblem& p, int device, std::optional<c10::string_view> variant,
+Choice choose_for(const GemmProblem& p, const DeviceInfo& d, std::optional<c10::string_view> variant,
                   std::optional<int64_t> tile) {
-  std::optional<std::string_view> v;
-  if (variant.has_value()) v = std::string_view(variant->data(), variant->size());
-  return select_kernel(p, device_info(device), v, tile);
+  return select_kernel(p, d, view_of(variant), tile);
 }
 
 // CUDA's limit on gridDim.z: larger batches run in chunks of this many.
@@ -69,7 +67,7 @@ at::Tensor gemm_cuda(const char* op, const at::Tensor* bias, const at::Tensor& a
   check_gemm_inputs(op, bias, a, b, batched);
   const c10::cuda::CUDAGuard guard(a.device());
   GemmCall call = make_gemm(bias, a, b, act);
-  const Choice choice = choose_for(call.problem, a.get_device(), variant, tile);
+  const Choice choice = choose_for(call.problem, device_info(a.get_device()), variant, tile);
   if (finish_without_product(call)) return call.out;
   GemmProblem p = call.problem;
   p.splits = choice.splits;
@@ -115,9 +113,8 @@ std::string explain_cuda(const at::Tensor& a, const at::Tensor& b, std::optional
   check_gemm_inputs("explain", nullptr, a, b, a.dim() == 3);
   const c10::cuda::CUDAGuard guard(a.device());
   const GemmCall call = make_gemm(nullptr, a, b);
-  const Choice choice = choose_for(call.problem, a.get_device(), variant, tile);
   const DeviceInfo& d = device_info(a.get_device());
-  return explain_json(call.problem, choice, d, d.label());
+  return explain_json(call.problem, choose_for(call.problem, d, variant, tile), d, d.label());
 }
 
 std::string explain_described(const at::Tensor& a, const at::Tensor& b, int64_t sm, int64_t num_sms,
@@ -136,9 +133,7 @@ std::string explain_described(const at::Tensor& a, const at::Tensor& b, int64_t 
   d.sm = static_cast<int>(sm);
   d.num_sms = static_cast<int>(num_sms);
   const GemmCall call = make_gemm(nullptr, a, b);
-  std::optional<std::string_view> v;
-  if (variant.has_value()) v = std::string_view(variant->data(), variant->size());
-  return explain_json(call.problem, select_kernel(call.problem, d, v, tile), d, "described");
+  return explain_json(call.problem, choose_for(call.problem, d, variant, tile), d, "described");
 }
 
 }  // namespace tilelab

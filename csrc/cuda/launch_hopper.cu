@@ -69,7 +69,7 @@ CUtensorMap make_map(const void* ptr, c10::ScalarType dtype, int64_t cont, int64
 
 // The persistent grid: one block per SM, or one per work tile when there are fewer.
 dim3 persistent_grid(const GemmProblem& p, int bn) {
-  const int64_t count = ((p.M + hopper::kTileM - 1) / hopper::kTileM) * ((p.N + bn - 1) / bn) * p.batch * p.splits;
+  const int64_t count = PersistentGrouped<kGroupM>::count_of(p.M, p.N, hopper::kTileM, bn, p.splits, p.batch);
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   return dim3(static_cast<unsigned>(std::max<int64_t>(1, std::min(count, sms))));
 }

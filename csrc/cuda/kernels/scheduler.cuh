@@ -117,6 +117,10 @@ struct PersistentGrouped {
     per_layer = static_cast<int64_t>(tiles_m) * tiles_n;
     count = per_layer * splits * batch;
   }
+  // The length of the list, on the host (to size the grid): the constructor's `count`.
+  static int64_t count_of(int64_t M, int64_t N, int bm, int bn, int64_t splits, int64_t batch) {
+    return ((M + bm - 1) / bm) * ((N + bn - 1) / bn) * splits * batch;
+  }
   // Work tile i of the list (i < count).
   __device__ __forceinline__ WorkTile at(int64_t i) const {
     WorkTile w;
