@@ -28,7 +28,7 @@ def linear(M, K, N, dtype=BF16):
 
 
 @pytest.mark.parametrize("operands", [mm, linear], ids=["mm", "linear"])
-@pytest.mark.parametrize("M,K,N", [(4096, 768, 2304), (4096, 3072, 768), (12608, 768, 3072), (8192, 1024, 4096)])
+@pytest.mark.parametrize("M,K,N", [(4096, 768, 3072), (4096, 2048, 5632), (12608, 768, 3072), (8192, 1024, 4096)])
 def test_pingpong_for_projection_k(operands, M, K, N):
     """Half precision, K of 8..48 steps of 64 and a wave of 128x128 tiles: ping-pong."""
     e = explain_described(*operands(M, K, N), **H200)
@@ -37,7 +37,7 @@ def test_pingpong_for_projection_k(operands, M, K, N):
 
 
 @pytest.mark.parametrize("M,K,N,batch", [(4096, 4096, 4096, None), (4096, 14336, 4096, None),
-                                         (4096, 3136, 2304, None),  # 49 steps of K
+                                         (4096, 3136, 3072, None),  # 49 steps of K
                                          (512, 64, 512, 96), (2048, 128, 2048, 32)])
 def test_cooperative_outside_projection_k(M, K, N, batch):
     """Long K and attention's short K (one or two steps): the cooperative 128x256 row."""
@@ -45,16 +45,37 @@ def test_cooperative_outside_projection_k(M, K, N, batch):
     assert e.kernel == "hopper_128x256x64", e
 
 
+@pytest.mark.parametrize("operands", [mm, linear], ids=["mm", "linear"])
+@pytest.mark.parametrize("M,K,N", [(4096, 3072, 768), (4096, 768, 768), (12608, 3072, 768), (3072, 4096, 768),
+                                   (4096, 768, 2304)])
+def test_128x192_fills_the_last_wave(operands, M, K, N):
+    """Where 128x192 tiles need at most 90% of the rounds x columns an SM of both other tilings:
+    N = 768 at M = 4096 is 128 tiles (one round of 192 columns) against 192 of 128x128 (two rounds
+    of 128) and 96 of 128x256 (one round of 256)."""
+    e = explain_described(*operands(M, K, N), **H200)
+    assert e.kernel == "hopper_128x192x64", e
+    assert "last wave" in e.reason, e
+    # fp32 under TF32 has no 192-wide row; 108 SMs (4096 x 768: 2 rounds of 192 too) keeps the others.
+    assert explain_described(*mm(M, K, N, torch.float32), **H200).kernel != "hopper_128x192x64"
+    assert explain_described(*mm(4096, 3072, 768), sm=90, num_sms=108).kernel != "hopper_128x192x64"
+
+
+def test_128x192_not_for_narrow_outputs():
+    """Attention's context product (N = 64): every tiling computes 64 columns a tile, none is fuller."""
+    assert explain_described(*mm(512, 512, 64, batch=96), **H200).kernel != "hopper_128x192x64"
+
+
 def test_pingpong_needs_a_wave():
-    """1024 x 1024 at K = 768: 64 tiles of 128x128 on 132 SMs, the cooperative 128x128 row."""
-    e = explain_described(*mm(1024, 768, 1024), **H200)
+    """1024 x 1536 at K = 768: 96 tiles of 128x128 on 132 SMs, the cooperative 128x128 row."""
+    e = explain_described(*mm(1024, 768, 1536), **H200)
     assert e.kernel == "hopper_128x128x64", e
     # The same product with enough SMs' worth of tiles for 60 SMs is ping-pong.
-    assert explain_described(*mm(1024, 768, 1024), sm=90, num_sms=60).kernel == "hopper_pingpong_128x128x64"
+    assert explain_described(*mm(1024, 768, 1536), sm=90, num_sms=60).kernel == "hopper_pingpong_128x128x64"
 
 
 def test_fp16_follows_bf16():
-    assert explain_described(*mm(4096, 768, 2304, torch.float16), **H200).kernel == "hopper_pingpong_128x128x64"
+    assert explain_described(*mm(4096, 768, 3072, torch.float16), **H200).kernel == "hopper_pingpong_128x128x64"
+    assert explain_described(*mm(4096, 3072, 768, torch.float16), **H200).kernel == "hopper_128x192x64"
 
 
 def test_hopper_only_on_sm90():

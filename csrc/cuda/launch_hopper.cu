@@ -157,6 +157,8 @@ void launch_hopper(const KernelConfig& row, const GemmProblem& p) {
     }
     static_assert(c.tf32 || (c.dtypes == (kF16 | kBF16) && c.bk == hopper::tile_k<c10::Half>()),
                   "half rows: float16/bfloat16, 64 of K per stage");
+    static_assert(c.bn == 128 || c.bn == 256 || (c.bn == 192 && !c.tf32),
+                  "hopper: 128 or 256 wide tiles, or 192 for half precision (three 64-column boxes)");
     if (p.dtype == at::kHalf)
       launch_layouts<c10::Half, c.bn, c.stages, kPingPong>(p, stream);
     else if (p.dtype == at::kBFloat16)

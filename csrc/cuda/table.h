@@ -63,6 +63,7 @@ inline constexpr KernelConfig kConfigs[] = {
   // hopper: wgmma + TMA, 128-byte swizzled stages (pad 0: the swizzle keeps them conflict-free), persistent
   // (a block per SM walks the tiles); 8 MMA warps (two consumer warpgroups of 64 rows) plus a producer warpgroup.
   {"hopper_128x256x64",          "hopper",          Family::Hopper,    256, 128, 256, 64,  8, 1,  384, 4, 0, kF16 | kBF16, 90, false, "wgmma m64n256k16 (fp32 acc) + TMA, 128B swizzle, 4-stage mbarrier ring, producer + 2 consumer warpgroups"},
+  {"hopper_128x192x64",          "hopper",          Family::Hopper,    192, 128, 192, 64,  8, 1,  384, 4, 0, kF16 | kBF16, 90, false, "wgmma m64n192k16 (fp32 acc) + TMA, 128B swizzle, 4-stage mbarrier ring, producer + 2 consumer warpgroups"},
   {"hopper_128x128x64",          "hopper",          Family::Hopper,    128, 128, 128, 64,  8, 1,  384, 6, 0, kF16 | kBF16, 90, false, "wgmma m64n128k16 (fp32 acc) + TMA, 128B swizzle, 6-stage mbarrier ring, producer + 2 consumer warpgroups"},
   // ping-pong (warps 4 x 1): each consumer warpgroup computes whole 128x128 tiles, the two taking turns on the
   // tensor cores, so one's epilogue runs under the other's MMAs.

@@ -23,12 +23,12 @@
 //     copies' byte count); it runs on into the next tile while the consumers
 //     finish the last. It gives its registers away (setmaxnreg.dec) so the
 //     consumers can have more.
-//   warpgroups 1 and 2, the consumers, each 128 accumulators a thread: waits for
+//   warpgroups 1 and 2, the consumers, each up to 128 accumulators a thread: waits for
 //     a full stage, issues its wgmma on it (32 bytes of K each: k16 half, k8
 //     TF32), and releases the previous stage once its own wgmma group on that
 //     stage has completed (one group stays in flight, so the tensor cores never
 //     wait on the release). Cooperative rows: each owns 64 rows of every tile
-//     (m64nBN, BN = 128 or 256). Ping-pong rows: each owns whole 128 x 128 tiles
+//     (m64nBN, BN = 128, 192 or 256). Ping-pong rows: each owns whole 128 x 128 tiles
 //     (two m64n128 per k16), the two alternating, so one stores while the other
 //     multiplies.
 //
@@ -100,7 +100,7 @@ constexpr int kStoreRows = 16;
 constexpr int kStoreBoxBytes = kStoreRows * 128;
 constexpr int kStoreBytes = kConsumerWarps * 2 * kStoreBoxBytes;  // 32 KB
 // Dynamic shared memory: the ring of kStages stages (the table row's stages:
-// 4 x 48 KB for 128x256, 6 x 32 KB for 128x128), the store buffers, 1 KB of
+// 4 x 48 KB for 128x256, 4 x 40 KB for 128x192, 6 x 32 KB for 128x128), the store buffers, 1 KB of
 // slack to align both to 1024 bytes (the swizzle atom), and the mbarriers.
 template <int BN, int kStages>
 constexpr int smem_bytes() {
@@ -189,17 +189,18 @@ __device__ __forceinline__ void fence_regs(float (&d)[R]) {
   "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"      \
   "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"      \
   "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
-#define TILELAB_WG_REGS128                                                             \
+#define TILELAB_WG_REGS96                                                              \
   TILELAB_WG_REGS64 ","                                                                \
   "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,"                   \
-  "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,"                   \
+  "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95"
+#define TILELAB_WG_REGS128                                                             \
+  TILELAB_WG_REGS96 ","                                                                \
   "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,"       \
   "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
 #define TILELAB_F8(d, i) \
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
-#define TILELAB_F64(d, i)                                                                                  \
-  TILELAB_F8(d, i), TILELAB_F8(d, i + 8), TILELAB_F8(d, i + 16), TILELAB_F8(d, i + 24), TILELAB_F8(d, i + 32), \
-      TILELAB_F8(d, i + 40), TILELAB_F8(d, i + 48), TILELAB_F8(d, i + 56)
+#define TILELAB_F32(d, i) TILELAB_F8(d, i), TILELAB_F8(d, i + 8), TILELAB_F8(d, i + 16), TILELAB_F8(d, i + 24)
+#define TILELAB_F64(d, i) TILELAB_F32(d, i), TILELAB_F32(d, i + 32)
 // One wgmma.mma_async m64nBNk16, D += A * B, fp32 accumulators; kTransA/kTransB:
 // the operand is m/n-contiguous in shared memory.
 #define TILELAB_WGMMA(N, TY, REGS, DA, DB, SC, TA, TB, ...)                                        \
@@ -222,6 +223,7 @@ __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t desc_a, uint6
   constexpr bool kBf16 = std::is_same_v<T, c10::BFloat16>;
   if constexpr (std::is_same_v<T, float>) {
     static_assert(kTransA == 0 && kTransB == 0, "hopper: TF32 operands are k-contiguous");
+    static_assert(BN == 128 || BN == 256, "hopper: TF32 rows are 128 or 256 wide");
     if constexpr (BN == 256)
       TILELAB_WGMMA_TF32(256, TILELAB_WG_REGS128, 128, 129, 130, TILELAB_F64(d, 0), TILELAB_F64(d, 64));
     else
@@ -231,8 +233,13 @@ __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t desc_a, uint6
       TILELAB_WGMMA(256, "bf16", TILELAB_WG_REGS128, 128, 129, 130, 131, 132, TILELAB_F64(d, 0), TILELAB_F64(d, 64));
     else
       TILELAB_WGMMA(256, "f16", TILELAB_WG_REGS128, 128, 129, 130, 131, 132, TILELAB_F64(d, 0), TILELAB_F64(d, 64));
+  } else if constexpr (BN == 192) {
+    if constexpr (kBf16)
+      TILELAB_WGMMA(192, "bf16", TILELAB_WG_REGS96, 96, 97, 98, 99, 100, TILELAB_F64(d, 0), TILELAB_F32(d, 64));
+    else
+      TILELAB_WGMMA(192, "f16", TILELAB_WG_REGS96, 96, 97, 98, 99, 100, TILELAB_F64(d, 0), TILELAB_F32(d, 64));
   } else {
-    static_assert(BN == 128, "hopper: BN is 128 or 256");
+    static_assert(BN == 128, "hopper: BN is 128, 192 (half precision) or 256");
     if constexpr (kBf16)
       TILELAB_WGMMA(128, "bf16", TILELAB_WG_REGS64, 64, 65, 66, 67, 68, TILELAB_F64(d, 0));
     else
@@ -242,8 +249,10 @@ __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t desc_a, uint6
 #undef TILELAB_WGMMA
 #undef TILELAB_WGMMA_TF32
 #undef TILELAB_F64
+#undef TILELAB_F32
 #undef TILELAB_F8
 #undef TILELAB_WG_REGS128
+#undef TILELAB_WG_REGS96
 #undef TILELAB_WG_REGS64
 
 #endif  // TILELAB_HOPPER_DEVICE
@@ -297,14 +306,15 @@ __device__ __forceinline__ void bar_arrive(int id, int threads) {
 // over all the block's tiles), so the next tile's stages load while the
 // consumers finish the last tile's MMAs and store it: no pipeline fill per tile.
 // kPingPong selects how the two consumer warpgroups share the work:
-//   cooperative (false): both work on every tile, 64 rows each (the 128 x 256
-//     rows: 128 accumulators a thread);
+//   cooperative (false): both work on every tile, 64 rows each (BN / 2
+//     accumulators a thread: 128 for the 128 x 256 rows);
 //   ping-pong (true): each computes whole 128 x BN tiles (two m64 wgmma per
 //     k16 slice), the two alternating over the block's tiles; their MMAs take
 //     turns (named barriers kOrderBar + c), so one's epilogue runs under the
 //     other's MMAs.
 //
-// Epilogue: the column bias is added to the accumulators; then, when the host
+// Epilogue: the column bias (half precision: loaded before the tile's MMAs) is
+// added to the accumulators; then, when the host
 // made a map of C (store_c: C's rows and batches 16-byte aligned, no
 // per-element bias, not a split-K slice), each warp converts its rows to T in
 // two shared-memory boxes of 16 x 128 bytes, alternately, and the TMA writes
@@ -395,8 +405,9 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
     constexpr uint32_t kLboA = kAK ? 16 : kBoxBytes, kLboB = kBK ? 16 : kBoxBytes;
     float d[kHalves][BN / 2];
 
-    int it = 0;  // the ring position of this tile's first k-tile
-    int j = 0;   // the block's tile count so far
+    int it = 0;   // the ring position of this tile's first k-tile
+    int j = 0;    // the block's tile count so far
+    int box = 0;  // the warp's staging buffer for its next TMA-store box (the two alternate)
     for (int64_t i = blockIdx.x; i < sched.count; i += gridDim.x, ++j) {
       const WorkTile w = sched.at(i);
       const int ktiles = w.k_end - w.k_begin;
@@ -404,16 +415,26 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
         it += ktiles;
         continue;
       }
-      // Ping-pong: the tile's column bias is loaded now, packed in pairs, and arrives during the MMAs
-      // (after them it would cost a memory round trip per tile: ~10% of a K = 768 tile).
-      uint32_t bias_pairs[kPingPong ? BN / 8 : 1];
-      if constexpr (kPingPong) {
+      // Half precision: the tile's column bias is loaded now, packed in pairs (exact: its elements are T),
+      // and arrives during the MMAs (after them it would cost a memory round trip per tile: ~10% of a
+      // K = 768 tile). TF32 rows load it after the MMAs (fp32 pairs would take BN / 4 more registers).
+      constexpr bool kPreloadBias = sizeof(T) == 2;
+      uint32_t bias_pairs[kPreloadBias ? BN / 8 : 1];
+      if constexpr (kPreloadBias) {
         if (column_bias(p)) {
           const int n0 = w.tn * BN;
+          const T* brow = p.bias + w.batch * p.sbias_b + n0 + 2 * t;
+          if (p.sbias_n == 1 && n0 + BN <= p.N && reinterpret_cast<uintptr_t>(brow) % 4 == 0) {
+            // A contiguous, aligned bias of an interior tile: one 32-bit load per pair, nothing waits on
+            // it before the epilogue.
 #pragma unroll
-          for (int q = 0; q < BN / 8; ++q) {
-            const int n = n0 + 8 * q + 2 * t;
-            bias_pairs[q] = pack_pair<T>(column_bias_at(p, w.batch, n), column_bias_at(p, w.batch, n + 1));
+            for (int q = 0; q < BN / 8; ++q) bias_pairs[q] = __ldg(reinterpret_cast<const unsigned int*>(brow + 8 * q));
+          } else {
+#pragma unroll
+            for (int q = 0; q < BN / 8; ++q) {
+              const int n = n0 + 8 * q + 2 * t;
+              bias_pairs[q] = pack_pair<T>(column_bias_at(p, w.batch, n), column_bias_at(p, w.batch, n + 1));
+            }
           }
         }
       }
@@ -466,7 +487,7 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
         for (int q = 0; q < BN / 8; ++q) {
           const int n = n0 + 8 * q + 2 * t;
           float b0, b1;
-          if constexpr (kPingPong) {
+          if constexpr (kPreloadBias) {
             unpack_pair<T>(bias_pairs[q], b0, b1);
           } else {
             b0 = column_bias_at(p, bz, n), b1 = column_bias_at(p, bz, n + 1);
@@ -485,11 +506,11 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
         // column is an XOR of the address with qq * 8 * size (a multiple of 16, no carry into the row).
         constexpr int kSize = static_cast<int>(sizeof(T));
         constexpr int kBoxCols = 128 / kSize;
-        static_assert((kHalves * BN / kBoxCols) % 2 == 0, "hopper: an even number of boxes per tile, so every "
-                      "tile starts on buffer 0 and a buffer is reused two stores after its last");
         const uint32_t tb = ((((2 * t * kSize) >> 4) ^ g) << 4) | ((2 * t * kSize) & 15);
         const uint32_t box0 = staging + ((c * 4 + warp) * 2) * kStoreBoxBytes + g * 128 + tb;
-        int box = 0;
+        // An even number of boxes a tile: every tile starts on buffer 0 (known at compile time); an odd
+        // number (128 x 192 half tiles: 3) carries the alternation from tile to tile.
+        if constexpr ((kHalves * BN / kBoxCols) % 2 == 0) box = 0;
 #pragma unroll
         for (int h = 0; h < kHalves; ++h) {
           const int mrow0 = m0 + (kPingPong ? h : c) * 64 + warp * 16;
