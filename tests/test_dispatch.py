@@ -28,19 +28,28 @@ def linear(M, K, N, dtype=BF16):
 
 
 @pytest.mark.parametrize("operands", [mm, linear], ids=["mm", "linear"])
-@pytest.mark.parametrize("M,K,N", [(4096, 768, 3072), (4096, 2048, 5632), (12608, 768, 3072), (8192, 1024, 4096)])
+@pytest.mark.parametrize("M,K,N", [(12608, 768, 384), (20000, 1024, 128), (12608, 3072, 384)])
 def test_pingpong_for_projection_k(operands, M, K, N):
-    """Half precision, K of 8..48 steps of 64 and a wave of 128x128 tiles: ping-pong."""
+    """Half precision, K of 8..48 steps of 64, a wave of 128x128 tiles and an N that 128x256
+    tiles would cover with more than 25% waste: ping-pong."""
     e = explain_described(*operands(M, K, N), **H200)
     assert e.kernel == "hopper_pingpong_128x128x64", e
     assert "ping-pong" in e.reason and e.details["split_k"] == 1, e
 
 
+def test_pingpong_for_attention_context():
+    """Attention's context product (N = 64, K = 512): ping-pong."""
+    assert explain_described(*mm(512, 512, 64, batch=96), **H200).kernel == "hopper_pingpong_128x128x64"
+
+
 @pytest.mark.parametrize("M,K,N,batch", [(4096, 4096, 4096, None), (4096, 14336, 4096, None),
                                          (4096, 3136, 3072, None),  # 49 steps of K
+                                         (4096, 768, 3072, None), (4096, 2048, 5632, None),
+                                         (12608, 768, 3072, None), (8192, 1024, 4096, None),
                                          (512, 64, 512, 96), (2048, 128, 2048, 32)])
-def test_cooperative_outside_projection_k(M, K, N, batch):
-    """Long K and attention's short K (one or two steps): the cooperative 128x256 row."""
+def test_cooperative_where_256_fits(M, K, N, batch):
+    """Wherever 128x256 tiles fit N and fill half a wave (projections, long K, attention's
+    scores): the cooperative 128x256 row."""
     e = explain_described(*mm(M, K, N, batch=batch), **H200)
     assert e.kernel == "hopper_128x256x64", e
 
@@ -66,15 +75,24 @@ def test_128x192_not_for_narrow_outputs():
 
 
 def test_pingpong_needs_a_wave():
-    """1024 x 1536 at K = 768: 96 tiles of 128x128 on 132 SMs, the cooperative 128x128 row."""
-    e = explain_described(*mm(1024, 768, 1536), **H200)
+    """8192 x 128 at K = 768: 64 tiles of 128x128 on 132 SMs, the cooperative 128x128 row."""
+    e = explain_described(*mm(8192, 768, 128), **H200)
     assert e.kernel == "hopper_128x128x64", e
     # The same product with enough SMs' worth of tiles for 60 SMs is ping-pong.
-    assert explain_described(*mm(1024, 768, 1536), sm=90, num_sms=60).kernel == "hopper_pingpong_128x128x64"
+    assert explain_described(*mm(8192, 768, 128), sm=90, num_sms=60).kernel == "hopper_pingpong_128x128x64"
+
+
+@pytest.mark.parametrize("M,K,N", [(256, 32768, 256), (128, 131072, 128), (64, 65536, 64)])
+def test_hopper_split_for_few_tiles_over_long_k(M, K, N):
+    """A few 128x128 tiles over a long K: the hopper row with K split over the SMs."""
+    e = explain_described(*mm(M, K, N), **H200)
+    assert e.kernel == "hopper_128x128x64" and e.details["split_k"] > 1, e
+    # Two rows: the 64x64 mma.sync row (no TMA copy of a 6-byte-row operand).
+    assert explain_described(*mm(2, 100003, 3), **H200).kernel == "tensorcore_64x64x32"
 
 
 def test_fp16_follows_bf16():
-    assert explain_described(*mm(4096, 768, 3072, torch.float16), **H200).kernel == "hopper_pingpong_128x128x64"
+    assert explain_described(*mm(12608, 768, 384, torch.float16), **H200).kernel == "hopper_pingpong_128x128x64"
     assert explain_described(*mm(4096, 3072, 768, torch.float16), **H200).kernel == "hopper_128x192x64"
 
 

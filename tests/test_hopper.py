@@ -150,16 +150,17 @@ def test_auto_uses_hopper_for_large_half(dtype):
 @pytest.mark.parametrize("dtype", HALF, ids=["bf16", "fp16"])
 def test_auto_picks_pingpong_for_projection_k(dtype):
     """The dispatcher's ping-pong rule: K of 8..48 steps of 64 with a wave of 128x128 tiles
-    (a GPT-2 projection), and not for K = 4096 or for attention's K = 64; the 128x192 rule
-    where its last wave is fuller."""
+    and an N that 128x256 tiles do not fit, and not for K = 4096 or for attention's K = 64;
+    the 128x192 rule where its last wave is fuller."""
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     def pick(M, K, N, B=None):
         a = torch.empty(*((B,) if B else ()), M, K, device="cuda", dtype=dtype)
         b = torch.empty(*((B,) if B else ()), K, N, device="cuda", dtype=dtype)
         return tilelab_torch.explain(a, b)
-    e = pick(4096, 768, 3072)
-    assert (4096 // 128) * (3072 // 128) >= sms and e.kernel == "hopper_pingpong_128x128x64", e
+    e = pick(12608, 768, 384)
+    assert 99 * 3 >= sms and e.kernel == "hopper_pingpong_128x128x64", e
     assert "ping-pong" in e.reason, e
+    assert pick(4096, 768, 3072).kernel == "hopper_128x256x64"  # where 128x256 fits N
     if 128 <= sms < 192:  # 4096 x 768: one round of 128x192 tiles against two of 128x128
         assert pick(4096, 3072, 768).kernel == "hopper_128x192x64"
     assert pick(4096, 4096, 4096).kernel == "hopper_128x256x64"

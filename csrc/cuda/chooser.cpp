@@ -50,12 +50,14 @@ int64_t tiles(const GemmProblem& p, int bm, int bn) {
 
 // ---- split-K: the estimated time of a row on `s` slices of K. A block's time
 // is a fixed cost (pipeline fill and drain, epilogue) plus, per element of K,
-// the slower of its operand bytes (an SM alone streams ~100 B/ns; all SMs
-// together share ~4.8 TB/s of HBM, an H200's) and its MMAs (per-SM rates of
-// the H200: wgmma 7500 flop/ns half, 3750 TF32; mma.sync 4900 / 2450; fp32
-// FMA 500). A split adds the reduction: a launch plus writing and reading s
-// fp32 slabs of the output at ~3 TB/s. Estimates, not measurements: they only
-// have to rank 1 against s slices where one wave leaves SMs idle.
+// the slower of its operand bytes (an SM alone streams ~100 B/ns) and its MMAs
+// (per-SM rates of the H200: wgmma 7500 flop/ns half, 3750 TF32; mma.sync
+// 4900 / 2450; fp32 FMA 500). All SMs together read each operand byte from HBM
+// once (~4.8 TB/s, an H200's; the tiles that share a panel find it in L2), which
+// bounds the whole product. A split adds the reduction: a launch plus writing
+// and reading s fp32 slabs of the output at ~3 TB/s. Estimates, not
+// measurements: they only have to rank 1 against s slices where one wave leaves
+// SMs idle.
 constexpr double kBlockFixedNs = 2000, kReduceLaunchNs = 3000, kSmBytesPerNs = 100, kHbmBytesPerNs = 4800,
                  kReduceBytesPerNs = 3000;
 constexpr int64_t kMaxSlabBytes = int64_t{256} << 20;  // workspace cap
@@ -69,16 +71,16 @@ double mma_flop_per_ns(const KernelConfig& c, c10::ScalarType dtype) {
 double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, int64_t s) {
   const int64_t bk = c.bk, kt = (p.K + bk - 1) / bk, per = (kt + s - 1) / s;
   const int64_t blocks = tiles(p, c.bm, c.bn) * s;
-  const int64_t waves = (blocks + d.num_sms - 1) / d.num_sms, resident = std::min<int64_t>(blocks, d.num_sms);
+  const int64_t waves = (blocks + d.num_sms - 1) / d.num_sms;
   const double esize = static_cast<double>(c10::elementSize(p.dtype));
   const double k_span = static_cast<double>(per * bk);
   const double bytes = k_span * (std::min<int64_t>(c.bm, p.M) + std::min<int64_t>(c.bn, p.N)) * esize;
   const double flops = 2.0 * c.bm * c.bn * k_span;
-  const double block_ns = kBlockFixedNs + std::max({bytes / kSmBytesPerNs, resident * bytes / kHbmBytesPerNs,
-                                                     flops / mma_flop_per_ns(c, p.dtype)});
+  const double block_ns = kBlockFixedNs + std::max(bytes / kSmBytesPerNs, flops / mma_flop_per_ns(c, p.dtype));
+  const double hbm_ns = static_cast<double>(p.M + p.N) * p.K * p.batch * esize / kHbmBytesPerNs;
   const double reduce_ns =
       s == 1 ? 0.0 : kReduceLaunchNs + 2.0 * s * p.batch * p.M * p.N * 4 / kReduceBytesPerNs;
-  return waves * block_ns + reduce_ns;
+  return std::max(waves * block_ns, hbm_ns) + reduce_ns;
 }
 
 std::atomic<int64_t> g_split_override{0};
@@ -247,11 +249,12 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
       ch = pick(kHopper192, "");
       if (ch.cfg) return Choice{ch.cfg, why.str()};
     }
-    if (half && ksteps >= 8 && ksteps <= 48 && tiles128 >= sms) {
+    if (half && ksteps >= 8 && ksteps <= 48 && tiles128 >= sms && !n_fits_256) {
       ch = pick(kHopperPingPong,
-                "sm_90, K of 8 to 48 steps of 64 and a wave of 128x128 tiles: each tile's MMAs are short, and "
-                "ping-pong runs one warpgroup's epilogue under the other's MMAs (H200, bf16 4096x768x2304: 0.029 ms "
-                "vs 0.035 for hopper_128x256x64, F.linear with bias 0.034 vs 0.046)");
+                "sm_90, K of 8 to 48 steps of 64, a wave of 128x128 tiles and an N that 128x256 tiles would cover "
+                "with more than 25% waste: ping-pong runs one warpgroup's epilogue under the other's MMAs (where "
+                "128x256 fits it is as fast or faster, H200, bf16: 4096x2048x2048 0.050 ms vs 0.053, 8192x1024x4096 "
+                "0.109 vs 0.114, 4096x768x3072 0.034 both)");
       if (ch.cfg) return ch;
     }
     if (2 * tiles256 >= sms && n_fits_256) {
@@ -265,6 +268,13 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
                 "sm_90, fewer than half a wave of 128x256 tiles but >= 1/16 of a wave of 128x128: wgmma + TMA with "
                 "128x128 tiles (H200: bf16 1024^3 0.014 ms vs 0.018 for tensorcore_64x64x32, 8x4096x4096 0.028 vs "
                 "0.043; TF32 1024^3 0.027 vs 0.032)");
+      if (ch.cfg) return ch;
+    }
+    if (half && tiles128 * ksteps >= 4 * sms && std::min(p.M, p.N) >= 64) {
+      ch = pick(kHopper128,
+                "sm_90, few 128x128 tiles over a long K (at least 4 steps of 64 an SM): wgmma + TMA, K split over the "
+                "SMs (H200, bf16 256x32768x256: 0.025 ms vs 0.049 for tensorcore_64x64x32, 128x131072x128 0.036 vs "
+                "0.058)");
       if (ch.cfg) return ch;
     }
   }
