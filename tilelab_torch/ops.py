@@ -309,7 +309,7 @@ def explain_described(a: Tensor, b: Tensor, *, sm: int, num_sms: int, variant: O
     Example::
 
         a, b = torch.empty(4096, 768, dtype=torch.bfloat16), torch.empty(768, 2304, dtype=torch.bfloat16)
-        tilelab_torch.explain_described(a, b, sm=90, num_sms=132).kernel  # 'hopper_pingpong_128x128x64'
+        tilelab_torch.explain_described(a, b, sm=90, num_sms=132).kernel  # 'hopper_128x192x64'
     """
     if not built_with_cuda():
         raise RuntimeError("tilelab: explain_described needs a CUDA build of tilelab (this one is CPU-only)")
