@@ -49,11 +49,17 @@ TILELAB_FAMILIES(TILELAB_FAMILY_DECL)
 
 // The tile families: their epilogue is with_epilogue's (kernels/epilogue.cuh)
 // and their kernels take a k-range from the scheduler. So they split K
-// (split_reduce.h; the chooser plans it) and take no activation (gemm_cuda
-// applies it after them in one pass); the others apply it in their epilogue.
+// (split_reduce.h; the chooser plans it) and take no activation in their
+// register epilogue (gemm_cuda applies it after them in one pass, unless
+// hopper_fuses_activation); the others apply it in their epilogue.
 constexpr bool family_tile_epilogue(Family f) {
   return f == Family::Hopper || f == Family::TensorCore || f == Family::Blocked;
 }
+
+// Whether the hopper kernels write p's output through their TMA-store
+// epilogue (C's rows and batches 16-byte aligned, no per-element bias, one
+// slice of K), which applies p.act itself (launch_hopper.cu).
+bool hopper_fuses_activation(const GemmProblem& p);
 
 // Runs row's kernel on p (the family switch).
 inline void launch(const KernelConfig& row, const GemmProblem& p) {

@@ -92,12 +92,9 @@ void launch_one(const GemmProblem& p0, cudaStream_t stream) {
                                 : make_map(a.data, p.dtype, p.M, p.K, ba, lda, a.s_batch, kTileK);
   const CUtensorMap map_b = kBK ? make_map(b.data, p.dtype, p.K, p.N, bb, ldb, b.s_batch, BN)
                                 : make_map(b.data, p.dtype, p.N, p.K, bb, ldb, b.s_batch, kTileK);
-  // The TMA-store epilogue (hopper.cuh): C's rows and batches 16-byte aligned, no per-element bias (a
-  // column bias is added in registers), not a split-K slice (slabs are stored from registers).
-  const int64_t esz = static_cast<int64_t>(c10::elementSize(p.dtype));
-  const bool store_c = p.partial == nullptr && (p.bias == nullptr || p.sbias_m == 0) &&
-                       reinterpret_cast<uintptr_t>(p.c) % 16 == 0 && (p.sc_m * esz) % 16 == 0 &&
-                       (p.batch == 1 || (p.sc_b * esz) % 16 == 0);
+  const bool store_c = hopper_fuses_activation(p);
+  TORCH_CHECK(store_c || p.act == Activation::None,
+              "tilelab: internal error: an activation for the hopper register epilogue (the host applies it)");
   const CUtensorMap map_c = store_c ? make_map(p.c, p.dtype, p.N, p.M, p.batch, p.sc_m, p.sc_b, hopper::kStoreRows)
                                     : map_b;  // unused
   kernel<<<persistent_grid(p, BN), hopper::kThreads, smem, stream>>>(
@@ -123,6 +120,16 @@ void launch_layouts(const GemmProblem& p, cudaStream_t stream) {
 }
 
 }  // namespace
+
+// The TMA-store epilogue (hopper.cuh), which also applies the activation: C's rows and batches 16-byte
+// aligned, no per-element bias (a column bias is added in registers), not a split-K slice (slabs are
+// stored from registers).
+bool hopper_fuses_activation(const GemmProblem& p) {
+  const int64_t esz = static_cast<int64_t>(c10::elementSize(p.dtype));
+  return p.partial == nullptr && p.splits <= 1 && (p.bias == nullptr || p.sbias_m == 0) &&
+         reinterpret_cast<uintptr_t>(p.c) % 16 == 0 && (p.sc_m * esz) % 16 == 0 &&
+         (p.batch == 1 || (p.sc_b * esz) % 16 == 0);
+}
 
 std::string hopper_cannot_run(const KernelConfig& row, const GemmProblem&, const DeviceInfo& d) {
   std::ostringstream os;

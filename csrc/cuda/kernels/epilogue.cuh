@@ -135,8 +135,9 @@ __device__ __forceinline__ OutputRow<T, E> output_row(const GemmArgs<T>& p, int 
 
 // Calls f(EpiTile<...>{}) for p's epilogue kind in a tile kernel: one uniform
 // branch per tile between the direct store and a split-K slice's raw sums.
-// The tile kernels take no activation (p.act is None: the host applies it
-// after them, gemm_cuda in host.cpp): compiled into every store of their
+// The tile kernels' register epilogues take no activation (p.act is None: the
+// host applies it after them, gemm_cuda in host.cpp; the hopper kernels apply
+// it in their TMA-store path instead): compiled into every store of their
 // unrolled epilogues -- as a run-time switch, or as one copy per activation --
 // it made them 2-3x slower or their translation units too slow to build.
 template <typename T, typename F>

@@ -280,6 +280,31 @@ __device__ __forceinline__ void unpack_pair(uint32_t u, float& x, float& y) {
   }
 }
 
+// act(x) for every accumulator, one loop per activation (act is uniform: one branch).
+template <int R>
+__device__ __forceinline__ void activate_all(Activation act, float (&d)[R]) {
+  switch (act) {
+    case Activation::Relu:
+#pragma unroll
+      for (int i = 0; i < R; ++i) d[i] = activate(Activation::Relu, d[i]);
+      break;
+    case Activation::Gelu:
+#pragma unroll
+      for (int i = 0; i < R; ++i) d[i] = activate(Activation::Gelu, d[i]);
+      break;
+    case Activation::GeluTanh:
+#pragma unroll
+      for (int i = 0; i < R; ++i) d[i] = activate(Activation::GeluTanh, d[i]);
+      break;
+    case Activation::Silu:
+#pragma unroll
+      for (int i = 0; i < R; ++i) d[i] = activate(Activation::Silu, d[i]);
+      break;
+    default:
+      break;
+  }
+}
+
 // The named barriers of the ping-pong order (0 is __syncthreads'): consumer
 // warpgroup c may start a tile's MMAs once barrier kOrderBar + c completes, i.e.
 // once the other warpgroup has finished the MMAs of its previous tile.
@@ -316,7 +341,8 @@ __device__ __forceinline__ void bar_arrive(int id, int threads) {
 // Epilogue: the column bias (half precision: loaded before the tile's MMAs) is
 // added to the accumulators; then, when the host
 // made a map of C (store_c: C's rows and batches 16-byte aligned, no
-// per-element bias, not a split-K slice), each warp converts its rows to T in
+// per-element bias, not a split-K slice), the activation p.act is applied in
+// fp32 and each warp converts its rows to T in
 // two shared-memory boxes of 16 x 128 bytes, alternately, and the TMA writes
 // them (clipped at M and N, asynchronously: the warp goes on to its next tile
 // while the writes drain). Otherwise the threads store from registers.
@@ -499,6 +525,12 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
         out.bias = nullptr;
       }
       if (store_c) {
+        // The activation (the host leaves p.act set only for this path): one uniform branch per tile, an
+        // unrolled loop per activation.
+        if (p.act != Activation::None) {
+#pragma unroll
+          for (int h = 0; h < kHalves; ++h) activate_all(p.act, d[h]);
+        }
         // Each warp: its 16 rows of each m64 half, in boxes of 16 rows x kBoxCols columns; element (r, col)
         // of a box at byte r * 128 + ((chunk ^ r % 8) * 16 + within), chunk/within = (col * size) / % 16:
         // the TMA's 128-byte swizzle, which also spreads a fragment's 8 rows over all 32 banks. This
