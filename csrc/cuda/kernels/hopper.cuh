@@ -280,28 +280,20 @@ __device__ __forceinline__ void unpack_pair(uint32_t u, float& x, float& y) {
   }
 }
 
-// act(x) for every accumulator, one loop per activation (act is uniform: one branch).
+// act(x) for every accumulator, one unrolled loop per activation (act is uniform: one branch).
+template <Activation kAct, int R>
+__device__ __forceinline__ void activate_each(float (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) d[i] = activate(kAct, d[i]);
+}
 template <int R>
 __device__ __forceinline__ void activate_all(Activation act, float (&d)[R]) {
   switch (act) {
-    case Activation::Relu:
-#pragma unroll
-      for (int i = 0; i < R; ++i) d[i] = activate(Activation::Relu, d[i]);
-      break;
-    case Activation::Gelu:
-#pragma unroll
-      for (int i = 0; i < R; ++i) d[i] = activate(Activation::Gelu, d[i]);
-      break;
-    case Activation::GeluTanh:
-#pragma unroll
-      for (int i = 0; i < R; ++i) d[i] = activate(Activation::GeluTanh, d[i]);
-      break;
-    case Activation::Silu:
-#pragma unroll
-      for (int i = 0; i < R; ++i) d[i] = activate(Activation::Silu, d[i]);
-      break;
-    default:
-      break;
+    case Activation::Relu: activate_each<Activation::Relu>(d); break;
+    case Activation::Gelu: activate_each<Activation::Gelu>(d); break;
+    case Activation::GeluTanh: activate_each<Activation::GeluTanh>(d); break;
+    case Activation::Silu: activate_each<Activation::Silu>(d); break;
+    default: break;
   }
 }
 
