@@ -28,7 +28,9 @@ bitwise_equal: the routing's logits against the untouched model's, eval forward,
 same inputs. --breakdown adds, per model config, every unique GEMM of a forward
 (the routed modules' problems: M, K, N, op, the kernel tilelab_torch.explain picks),
 timed in isolation (act(F.linear) vs tiled_linear with the same bias and activation;
-forward and forward+backward), its count per step and its share of the step's GEMM time.
+forward and forward+backward), its count per step and its share of the step's GEMM time;
+with the train mode also the backward's two products alone (dx_*, dw_*: torch.mm vs
+tiled_mm in autograd's layouts, and the row the dispatcher picks for each).
 
 Examples:
     python benchmarks/model_ab.py                        # GPU: the default set (sized for ~4 min on an H200)
@@ -383,7 +385,8 @@ def gemm_problems(m: Model, x: Tensor) -> list[dict]:
 
 def breakdown(m: Model, x: Tensor, modes: list[str], args) -> dict:
     """Time each unique GEMM problem of the model in isolation: act(F.linear(x, W, b)) (cuBLAS)
-    vs tiled_linear(x, W, b, activation=act), forward and (train in modes) forward+backward.
+    vs tiled_linear(x, W, b, activation=act), forward and (train in modes) forward+backward,
+    and then the backward's two products alone (dX, dW: torch.mm vs tiled_mm, with the row picked).
     Returns {"problems": [...], "<side>_<fwd|train>_gemm_ms_per_step": sum of count x time}."""
     dev, rep = args.device, args.gemm_rep_ms
     out = []
@@ -409,6 +412,16 @@ def breakdown(m: Model, x: Tensor, modes: list[str], args) -> dict:
                 p[f"{side}_train_ms"] = common.bench(lambda: torch.autograd.grad(f(ag), wrt, gy), dev,
                                                      warmup_ms=10, rep_ms=rep)
             p["train_ratio"] = p["cublas_train_ms"] / p["tilelab_train_ms"]
+            # The backward's two products alone, in the layouts autograd hands them over, with the row
+            # the dispatcher picks: dX = dY @ W, and dW = dY^T @ X (Linear) or X^T @ dY (Conv1D).
+            conv1d = p["weight_layout"].startswith("KxN")
+            for g, (lhs, rhs) in (("dx", (gy, w)), ("dw", (a.t(), gy) if conv1d else (gy.t(), a))):
+                p[f"{g}_kernel"] = tilelab_torch.explain(lhs, rhs).kernel
+                with torch.no_grad():
+                    p[f"cublas_{g}_ms"] = common.bench(lambda: torch.mm(lhs, rhs), dev, warmup_ms=10, rep_ms=rep)
+                    p[f"tilelab_{g}_ms"] = common.bench(lambda: tilelab_torch.tiled_mm(lhs, rhs), dev,
+                                                        warmup_ms=10, rep_ms=rep)
+                p[f"{g}_ratio"] = p[f"cublas_{g}_ms"] / p[f"tilelab_{g}_ms"]
         out.append(p)
     for what in ("fwd", "train"):
         for side in ("cublas", "tilelab"):
@@ -506,6 +519,7 @@ def print_breakdown(entry: dict) -> None:
         ("kernel", "kernel", ""), ("cuBLAS ms", "cublas_fwd_ms", ".4f"), ("tilelab ms", "tilelab_fwd_ms", ".4f"),
         ("fwd ratio", "fwd_ratio", ".3f"), ("fwd share", "share_fwd_tilelab", ".1%"),
         ("train ratio", "train_ratio", ".3f"), ("train share", "share_train_tilelab", ".1%"),
+        ("dX ratio", "dx_ratio", ".3f"), ("dW ratio", "dw_ratio", ".3f"), ("dW kernel", "dw_kernel", ""),
         ("first module", "first_module", "")])
 
 

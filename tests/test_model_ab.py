@@ -92,6 +92,9 @@ def test_smoke_cpu(tmp_path):
             assert p["kernel"] == "cpu" and p["dtype"] == {"bf16": "bfloat16", "fp32": "float32"}[b["dtype"]]
             assert math.isclose(p["fwd_ratio"], p["cublas_fwd_ms"] / p["tilelab_fwd_ms"], rel_tol=1e-9)
             assert ("tilelab_unfused_fwd_ms" in p) == (p["op"] == "linear+act")
+            for g in ("dx", "dw"):  # the backward's products alone
+                assert p[f"{g}_kernel"] == "cpu" and p[f"cublas_{g}_ms"] > 0, p
+                assert math.isclose(p[f"{g}_ratio"], p[f"cublas_{g}_ms"] / p[f"tilelab_{g}_ms"], rel_tol=1e-9)
     gpt2 = [p for b in data["breakdown"] if b["model"] == "gpt2" for p in b["problems"]]
     if gpt2:  # GPT-2's Conv1D layers (weight K x N) and its bias-free tied lm_head
         assert {p["weight_layout"] for p in gpt2} == {"KxN (Conv1D)", "NxK (Linear)"}
