@@ -70,8 +70,9 @@ TORCH_LIBRARY(tilelab, m) {
   m.def("tiled_bmm(Tensor a, Tensor b, *, str? variant=None, int? tile=None) -> Tensor");
   // a @ b + bias, bias broadcast to (M, N) like torch.addmm, added in the epilogue.
   m.def("tiled_addmm(Tensor bias, Tensor a, Tensor b, *, str? variant=None, int? tile=None) -> Tensor");
-  // act(F.linear(x, weight, bias)): weight (N, K), x (..., K); bias and activation
-  // ('relu', 'gelu', 'gelu_tanh', 'silu') applied in the epilogue.
+  // act(F.linear(x, weight, bias)): weight (N, K), x (..., K); the bias in the epilogue,
+  // the activation ('relu', 'gelu', 'gelu_tanh', 'silu') there too where the kernel
+  // applies it, else right after the product (README: "Where the activation is applied").
   m.def("tiled_linear(Tensor x, Tensor weight, Tensor? bias=None, *, str? activation=None, str? variant=None, "
         "int? tile=None) -> Tensor");
   // Which kernel tiled_mm (2-D inputs) or tiled_bmm (3-D) would run, and why (JSON).

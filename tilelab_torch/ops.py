@@ -87,7 +87,8 @@ def tiled_addmm(bias: Tensor, a: Tensor, b: Tensor, *, variant: Optional[str] = 
 
 def tiled_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, activation: Optional[str] = None,
                  variant: Optional[str] = None, tile: Optional[int] = None) -> Tensor:
-    """``act(F.linear(x, weight, bias))`` in one kernel: bias and activation in the epilogue.
+    """``act(F.linear(x, weight, bias))``: the bias in the kernel's epilogue, the activation too
+    where the kernel applies it (see ``activation``).
 
     Args:
         x: ``(..., K)``, any leading dims (viewed as ``(rows, K)``; a copy only
@@ -97,8 +98,12 @@ def tiled_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, ac
         bias: ``(N,)`` or ``None``.
         activation: ``None``, ``"relu"``, ``"gelu"`` (F.gelu), ``"gelu_tanh"``
             (F.gelu(approximate="tanh"), transformers' ``gelu_new``) or ``"silu"``.
-            Computed in fp32 (fp64 for float64) on accumulator + bias, then
-            rounded once to the dtype.
+            Where the kernel applies it (CPU, ``gemv``, the textbook kernels,
+            split-K's reduction, the ``hopper`` rows' TMA-store epilogue) it is
+            computed in fp32 (fp64 for float64) on accumulator + bias, then
+            rounded once to the dtype; after the ``blocked`` and ``tensorcore``
+            rows (and a hopper output stored from registers) torch's op applies
+            it to the rounded product, as ``F.gelu(F.linear(...))`` does.
         variant, tile: as for :func:`tiled_mm`.
 
     Returns:

@@ -198,9 +198,9 @@ std::string cannot_run(const KernelConfig& c, const GemmProblem& p, const Device
 
 namespace {
 Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
-  auto pick = [&](int row, const char* why) -> Choice {
+  auto pick = [&](int row, std::string why) -> Choice {
     const KernelConfig& c = kConfigs[row];
-    if (cannot_run(c, p, d).empty()) return Choice{&c, why};
+    if (cannot_run(c, p, d).empty()) return Choice{&c, std::move(why)};
     return Choice{};
   };
   Choice ch;
@@ -246,8 +246,8 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
           << sms << " SMs, " << w192 << " columns an SM, against " << w128 << " for 128x128 and " << w256
           << " for 128x256 (H200, bf16 4096x3072x768: 0.031 ms vs 0.039 for hopper_pingpong_128x128x64 and 0.037 "
              "for hopper_128x256x64; 12608x3072x768 0.090 vs 0.101 and 0.109)";
-      ch = pick(kHopper192, "");
-      if (ch.cfg) return Choice{ch.cfg, why.str()};
+      ch = pick(kHopper192, why.str());
+      if (ch.cfg) return ch;
     }
     if (half && ksteps >= 8 && ksteps <= 48 && tiles128 >= sms && !n_fits_256) {
       ch = pick(kHopperPingPong,
