@@ -136,6 +136,73 @@ def test_persistent_many_tiles(high, config):
         torch.ops.tilelab._set_split_k(None)
 
 
+# The rows with stream-K (chooser.cpp: has_stream_k): cooperative, half precision, one block a cluster,
+# at most 192 wide.
+STREAM_K_NAMES = [k.name for k in ROWS if not k.tf32 and k.warps == (8, 1) and k.cluster == 1 and k.block[1] <= 192]
+
+
+@pytest.fixture
+def stream_k():
+    """Force stream-K on or off; restored to the estimate afterwards."""
+    yield torch.ops.tilelab._set_stream_k
+    torch.ops.tilelab._set_stream_k(None)
+
+
+@pytest.mark.parametrize("config", STREAM_K_NAMES)
+def test_stream_k_forced(config, stream_k):
+    """Stream-K forced: tiles cut between blocks anywhere in K (one k-tile a block when the
+    work is short, three or more pieces a tile, whole tiles between cut ones), ragged M, N
+    and K, batches, a bias and an activation applied once after the pieces are summed,
+    a poisoned output, and two calls bitwise equal (the pieces are added in block order)."""
+    seed = fresh_seed()
+    stream_k(True)
+    dtype = torch.bfloat16
+    for M, K, N, batch in [(300, 5000, 520, 1), (2000, 300, 2100, 1), (129, 64, 257, 1), (70, 1, 33, 1),
+                           (640, 2000, 600, 1), (200, 1000, 300, 7)]:
+        x = torch.randn(batch, M, K, device="cuda", dtype=dtype)
+        w = torch.randn(batch, N, K, device="cuda", dtype=dtype)
+        bias = torch.randn(N, device="cuda", dtype=dtype)
+        what = f"{config} {batch}x{M}x{K}x{N}, seed={seed}"
+        if batch == 1:
+            e = tilelab_torch.explain(x[0], w[0].t(), variant=config)
+            assert e.details["stream_k"] and "stream-K" in e.reason, e
+            out = torch.full((M, N), float("nan"), device="cuda", dtype=dtype)
+            out.copy_(torch.ops.tilelab.tiled_linear(x[0], w[0], bias, activation="gelu", variant=config))
+            again = torch.ops.tilelab.tiled_linear(x[0], w[0], bias, activation="gelu", variant=config)
+            z = torch.nn.functional.linear(x[0].double(), w[0].double(), bias.double())
+            ref = torch.nn.functional.gelu(z)
+            scale = (x[0].double().abs() @ w[0].double().abs().t() + bias.double().abs()).max()
+            err = float((out.double() - ref).abs().max() / scale)
+            assert err <= TOL[dtype], f"{what}: linear+gelu {err:.3g}"
+            assert torch.equal(out, again), f"{what}: two calls differ"
+            mm = torch.ops.tilelab.tiled_mm(x[0], w[0].t(), variant=config)  # k-contiguous B, no bias
+            assert rel_err(mm, x[0], w[0].t()) <= TOL[dtype], what
+        else:
+            got = torch.ops.tilelab.tiled_bmm(x, w.transpose(1, 2), variant=config)
+            ref = x.double() @ w.double().transpose(1, 2)
+            err = float((got.double() - ref).norm() / (x.double().abs() @ w.double().abs().transpose(1, 2)).norm())
+            assert err <= TOL[dtype], f"{what}: bmm {err:.3g}"
+
+
+def test_stream_k_estimate():
+    """Weight-gradient shapes with most SMs idle in the last wave take stream-K; a full wave
+    and a forced split-K do not."""
+    g = torch.randn(12608, 3072, device="cuda", dtype=torch.bfloat16)  # dY
+    x = torch.randn(12608, 768, device="cuda", dtype=torch.bfloat16)
+    e = tilelab_torch.explain(g.t(), x)
+    assert e.details["stream_k"] and "stream-K" in e.reason, e
+    out = tilelab_torch.tiled_mm(g.t(), x)
+    assert rel_err(out, g.t(), x) <= TOL[torch.bfloat16]
+    assert torch.equal(out, tilelab_torch.tiled_mm(g.t(), x))
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    assert not tilelab_torch.explain(a, a).details["stream_k"]
+    try:
+        torch.ops.tilelab._set_split_k(2)
+        assert not tilelab_torch.explain(g.t(), x).details["stream_k"]
+    finally:
+        torch.ops.tilelab._set_split_k(None)
+
+
 @pytest.mark.parametrize("dtype", HALF, ids=["bf16", "fp16"])
 def test_auto_uses_hopper_for_large_half(dtype):
     """On sm_90 the dispatcher sends large half-precision products to wgmma, aligned or not."""
