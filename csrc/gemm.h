@@ -54,11 +54,6 @@ struct GemmProblem {
   // the activation. 1: no split, C is written directly.
   int splits = 1;
   float* partial = nullptr;
-  // Stream-K (the hopper cooperative rows): the persistent grid divides all
-  // tiles x k-tiles evenly among its blocks; a tile cut between blocks is
-  // summed by the last of them to finish (in block order: deterministic) and
-  // stored by it (launch_hopper.cu). Excludes split-K.
-  bool stream_k = false;
 };
 
 // ---------------------------------------------------------------- validation

@@ -34,8 +34,7 @@ std::string kernel_table_json() {
        << "\", \"family\": \"" << family_name(c.family) << "\", \"tile\": " << c.tile
        << ", \"bm\": " << c.bm << ", \"bn\": " << c.bn << ", \"bk\": " << c.bk
        << ", \"warps\": [" << c.warps_m << ", " << c.warps_n << "], \"threads\": " << c.threads
-       << ", \"stages\": " << c.stages << ", \"cluster\": " << c.cluster << ", \"pad\": " << c.pad
-       << ", \"min_sm\": " << c.min_sm
+       << ", \"stages\": " << c.stages << ", \"pad\": " << c.pad << ", \"min_sm\": " << c.min_sm
        << ", \"dtypes\": [";
     bool first = true;
     for (auto t : {c10::ScalarType::Float, c10::ScalarType::Double, c10::ScalarType::Half,

@@ -111,25 +111,6 @@ def test_decode_goes_to_gemv():
     assert explain_described(*linear(16, 4096, 4096), **H200).kernel.startswith("hopper_")
 
 
-def dw(M, K, N):
-    """A weight gradient dY.t() @ X: A (M x K) m-contiguous, B (K x N) row-major."""
-    return torch.empty(K, M, dtype=BF16).t(), torch.empty(K, N, dtype=BF16)
-
-
-@pytest.mark.parametrize("M,K,N", [(3072, 12608, 768), (2304, 12608, 768), (768, 12608, 3072), (3072, 4096, 768)])
-def test_stream_k_for_a_ragged_wave(M, K, N):
-    """Weight gradients of fewer tiles than SMs over a long K: stream-K, with its estimate in the reason."""
-    e = explain_described(*dw(M, K, N), **H200)
-    assert e.details["stream_k"] and e.details["split_k"] == 1 and "stream-K" in e.reason, e
-    assert "k-tiles an SM" in e.reason, e
-
-
-@pytest.mark.parametrize("M,K,N", [(4096, 4096, 4096), (2048, 4096, 2048), (4096, 2048, 5632), (12608, 768, 768)])
-def test_no_stream_k_for_full_waves(M, K, N):
-    """Whole waves (or nearly): data-parallel rounds."""
-    assert not explain_described(*mm(M, K, N), **H200).details["stream_k"]
-
-
 def test_split_k_for_k_heavy():
     """A 64 x 64 output over K = 65536 leaves SMs idle: K in slices, reduced in a fixed order."""
     e = explain_described(*mm(64, 65536, 64, torch.float32), **H200)

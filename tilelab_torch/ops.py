@@ -231,7 +231,6 @@ class KernelInfo:
     tf32: bool = False
     warps: tuple = (0, 0)  #: the (m, n) grid of MMA/FMA warps over the block tile; (0, 0): one thread per output
     stages: int = 0  #: shared-memory pipeline depth
-    cluster: int = 1  #: blocks per thread-block cluster (2: a pair sharing its B tile through TMA multicast)
 
 
 @functools.lru_cache(maxsize=None)
@@ -253,7 +252,7 @@ def _kernels() -> tuple:
             block=(c["bm"], c["bn"], c["bk"]), threads=c["threads"], pad=c["pad"], min_sm=c["min_sm"],
             dtypes=tuple(getattr(torch, d.split(".")[1]) for d in c["dtypes"]),
             compiled=bool(c["compiled"]), summary=c["summary"], tf32=bool(c["tf32"]),
-            warps=tuple(c["warps"]), stages=c["stages"], cluster=c["cluster"],
+            warps=tuple(c["warps"]), stages=c["stages"],
         )
         for c in table["configs"]
     ]
@@ -287,7 +286,6 @@ class Explanation:
         where = d.get("device_name", d.get("device"))
         batch = f"{d['batch']}x" if d.get("batch", 1) > 1 else ""
         split = f" split-K x{d['split_k']}" if d.get("split_k", 1) > 1 else ""
-        split += " stream-K" if d.get("stream_k") else ""
         return (f"{batch}{d['M']}x{d['N']}x{d['K']} {d['dtype']} on {d.get('device')} ({where}): "
                 f"{self.kernel}{split} -- {self.reason}")
 

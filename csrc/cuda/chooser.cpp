@@ -121,45 +121,9 @@ int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d
   return static_cast<int>(best);
 }
 
-std::atomic<int64_t> g_stream_k_override{-1};
-
-// ---- stream-K (the hopper cooperative half-precision rows): all tiles x k-tiles
-// shared evenly among the SMs, against data-parallel rounds of whole tiles. An SM
-// then runs ceil(tiles x k-tiles / SMs) k-tiles, plus, for a tile cut into pieces,
-// the fix-up: each piece written as an fp32 tile and read back by the block that
-// finishes the tile, about kStreamKFixup k-tiles' time a piece (128 KB each way at
-// ~100 B/ns an SM, against ~0.6 us a 128x256 k-tile). Taken where it saves at least
-// 10% with at least a quarter wave of tiles (fewer: split-K, whose reduction pass
-// does not grow with the pieces): a sub-wave or a ragged last wave over a long K
-// (weight gradients: 3072x12608x768 is 96 tiles of 128x192 on 132 SMs).
-constexpr int64_t kStreamKFixup = 3;
-
-bool has_stream_k(const KernelConfig& c, const GemmProblem& p) {
-  // (the 128x256 row's fix-up would spill registers: hopper.cuh, kStreamKRow)
-  return c.family == Family::Hopper && c.warps_m == 8 && c.cluster == 1 && c.bn <= 192 && !c.tf32 &&
-         is_half(p.dtype);
-}
-
-bool plan_stream_k(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, std::string& why) {
-  const int64_t forced = g_stream_k_override.load();
-  if (!has_stream_k(c, p) || forced == 0) return false;
-  const int64_t kt = (p.K + c.bk - 1) / c.bk, t = tiles(p, c.bm, c.bn), sms = d.num_sms;
-  const int64_t per = (t * kt + sms - 1) / sms, pieces = (kt + per - 1) / per + 1;
-  const int64_t dp = (t + sms - 1) / sms * kt, sk = per + kStreamKFixup * pieces;
-  if (forced != 1 && (g_split_override.load() > 0 || 4 * t < sms || 10 * sk > 9 * dp)) return false;
-  std::ostringstream os;
-  os << "; stream-K: " << t << " tiles x " << kt << " k-tiles shared evenly by " << sms << " SMs, a cut tile summed "
-     << "in block order (" << (forced == 1 ? "forced by _set_stream_k" : "estimated ") ;
-  if (forced != 1) os << sk << " k-tiles an SM with the fix-up vs " << dp << " in rounds of whole tiles";
-  os << ")";
-  why = os.str();
-  return true;
-}
-
 Choice with_splits(Choice ch, const GemmProblem& p, const DeviceInfo& d) {
   std::string why;
-  ch.stream_k = plan_stream_k(*ch.cfg, p, d, why);
-  if (!ch.stream_k) ch.splits = plan_splits(*ch.cfg, p, d, why);
+  ch.splits = plan_splits(*ch.cfg, p, d, why);
   ch.reason += why;
   return ch;
 }
@@ -210,11 +174,6 @@ void set_split_k_override(int64_t splits) {
   TORCH_CHECK(splits >= 0, "tilelab::_set_split_k: splits must be >= 1 (or None, or 0, to restore the estimate), got ",
               splits);
   g_split_override.store(splits);
-}
-
-void set_stream_k_override(int64_t mode) {
-  TORCH_CHECK(mode >= -1 && mode <= 1, "tilelab::_set_stream_k: mode must be -1, 0 or 1, got ", mode);
-  g_stream_k_override.store(mode);
 }
 
 std::string cannot_run(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d) {

@@ -15,7 +15,6 @@ struct Choice {
   const KernelConfig* cfg = nullptr;
   std::string reason;
   int splits = 1;  // slices of K (split-K; 1: none)
-  bool stream_k = false;  // the tiles x k-tiles shared evenly among the SMs (GemmProblem::stream_k)
 };
 
 // Why row cannot run p on d (the table's columns, then the family's own
@@ -48,8 +47,5 @@ int64_t tuned_size();
 // many K slices (at most one per k-tile) on every row whose family splits K;
 // 0 restores the estimate.
 void set_split_k_override(int64_t splits);
-// Testing hook (torch.ops.tilelab._set_stream_k): 1 forces stream-K on every row
-// that has it, 0 forbids it, -1 restores the estimate.
-void set_stream_k_override(int64_t mode);
 
 }  // namespace tilelab

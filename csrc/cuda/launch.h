@@ -93,8 +93,6 @@ namespace detail {
 template <Family F, int I, typename Fn>
 bool call_if_family(Fn& fn) {
   if constexpr (kConfigs[I].family == F) {
-    static_assert(kConfigs[I].cluster == 1 || kConfigs[I].family == Family::Hopper,
-                  "thread-block clusters: only the hopper family launches them");
     fn(std::integral_constant<int, I>{});
     return true;
   } else {

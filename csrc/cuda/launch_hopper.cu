@@ -16,8 +16,6 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
-#include <array>
-#include <atomic>
 #include <sstream>
 
 #include "aligned_copy.h"
@@ -69,47 +67,17 @@ CUtensorMap make_map(const void* ptr, c10::ScalarType dtype, int64_t cont, int64
   return map;
 }
 
-// How many clusters of `cluster` blocks of `kernel` can be resident at once on the current device (the
-// GPCs' SM counts may leave SMs no pair can use): cudaOccupancyMaxActiveClusters, asked once per kernel
-// and device.
-template <typename Kernel>
-int64_t resident_clusters(Kernel kernel, int cluster, int smem) {
-  static std::array<std::atomic<int>, 64> known{};  // per device index; 0: not asked yet
-  const int dev = c10::cuda::current_device();
-  TORCH_CHECK(dev < static_cast<int>(known.size()), "tilelab: device index ", dev, " out of range");
-  int n = known[dev].load(std::memory_order_relaxed);
-  if (n == 0) {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(static_cast<unsigned>(cluster));
-    cfg.blockDim = dim3(hopper::kThreads);
-    cfg.dynamicSmemBytes = smem;
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = static_cast<unsigned>(cluster), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, kernel, &cfg));
-    TORCH_CHECK(n > 0, "tilelab: no cluster of ", cluster, " hopper blocks fits on this device");
-    known[dev].store(n, std::memory_order_relaxed);
-  }
-  return n;
+// The persistent grid: one block per SM, or one per work tile when there are fewer.
+dim3 persistent_grid(const GemmProblem& p, int bn) {
+  const int64_t count = PersistentGrouped<kGroupM>::count_of(p.M, p.N, hopper::kTileM, bn, p.splits, p.batch);
+  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  return dim3(static_cast<unsigned>(std::max<int64_t>(1, std::min(count, sms))));
 }
 
-// The persistent grid: one block per SM, or one per work tile when there are fewer; in clusters of
-// `cluster` blocks, as many clusters as can be resident (each walking tiles of 128 x cluster rows).
-template <typename Kernel>
-dim3 persistent_grid(const GemmProblem& p, int bn, int cluster, Kernel kernel, int smem) {
-  const int64_t count =
-      PersistentGrouped<kGroupM>::count_of(p.M, p.N, hopper::kTileM * cluster, bn, p.splits, p.batch);
-  const int64_t slots = cluster == 1 ? at::cuda::getCurrentDeviceProperties()->multiProcessorCount
-                                     : resident_clusters(kernel, cluster, smem);
-  return dim3(static_cast<unsigned>(cluster * std::max<int64_t>(1, std::min(count, slots))));
-}
-
-template <typename T, int BN, int kStages, bool kPingPong, int kCluster, bool kAK, bool kBK>
+template <typename T, int BN, int kStages, bool kPingPong, bool kAK, bool kBK>
 void launch_one(const GemmProblem& p0, cudaStream_t stream) {
   constexpr int smem = hopper::smem_bytes<BN, kStages>();
-  auto kernel = hopper_kernel<T, BN, kStages, kAK, kBK, kPingPong, kCluster>;
+  auto kernel = hopper_kernel<T, BN, kStages, kAK, kBK, kPingPong>;
   allow_smem(kernel, smem);
   GemmProblem p = p0;
   align_operand_rows(p);
@@ -117,57 +85,21 @@ void launch_one(const GemmProblem& p0, cudaStream_t stream) {
   const int64_t lda = kAK ? a.s_mn : a.s_k, ldb = kBK ? b.s_mn : b.s_k;
   // A broadcast batch (stride 0) is one matrix: the map has batch 1 and the kernel reads batch 0.
   const bool a_batch = p.batch > 1 && a.s_batch != 0, b_batch = p.batch > 1 && b.s_batch != 0;
-  // Boxes: A k-contiguous 64 (k) x 128 (m), else 64 (m) x 64 (k); B k-contiguous 64 (k) x BN (n) (in a cluster
-  // BN / kCluster: each block loads its share), else 64 (n) x 64 (k).
+  // Boxes: A k-contiguous 64 (k) x 128 (m), else 64 (m) x 64 (k); B k-contiguous 64 (k) x BN (n), else 64 (n) x 64 (k).
   constexpr int kTileK = hopper::tile_k<T>();
   const int64_t ba = a_batch ? p.batch : 1, bb = b_batch ? p.batch : 1;
   const CUtensorMap map_a = kAK ? make_map(a.data, p.dtype, p.K, p.M, ba, lda, a.s_batch, hopper::kTileM)
                                 : make_map(a.data, p.dtype, p.M, p.K, ba, lda, a.s_batch, kTileK);
-  const CUtensorMap map_b = kBK ? make_map(b.data, p.dtype, p.K, p.N, bb, ldb, b.s_batch, BN / kCluster)
+  const CUtensorMap map_b = kBK ? make_map(b.data, p.dtype, p.K, p.N, bb, ldb, b.s_batch, BN)
                                 : make_map(b.data, p.dtype, p.N, p.K, bb, ldb, b.s_batch, kTileK);
   const bool store_c = hopper_fuses_activation(p);
   TORCH_CHECK(store_c || p.act == Activation::None,
               "tilelab: internal error: an activation for the hopper register epilogue (the host applies it)");
   const CUtensorMap map_c = store_c ? make_map(p.c, p.dtype, p.N, p.M, p.batch, p.sc_m, p.sc_b, hopper::kStoreRows)
                                     : map_b;  // unused
-  dim3 grid = persistent_grid(p, BN, kCluster, kernel, smem);
-  // Stream-K: a block per SM (at most one per k-tile of work); two partial-tile slots a block (its first
-  // and its last piece of work may each be part of a tile) and a counter per tile, zeroed, from the
-  // caching allocator on this stream.
-  hopper::StreamKArgs sk{};
-  at::Tensor slots, counters;
-  if (p.stream_k) {
-    TORCH_CHECK(kCluster == 1 && !kPingPong && BN <= 192 && sizeof(T) == 2 && p.splits <= 1 && p.partial == nullptr,
-                "tilelab: internal error: stream-K on a row or problem without it");
-    const int64_t tile_count = PersistentGrouped<kGroupM>::count_of(p.M, p.N, hopper::kTileM, BN, 1, p.batch);
-    const int64_t kt = (p.K + hopper::tile_k<T>() - 1) / hopper::tile_k<T>();
-    sk.iters = tile_count * kt;
-    const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-    grid = dim3(static_cast<unsigned>(std::max<int64_t>(1, std::min(sms, sk.iters))));
-    const auto on = at::TensorOptions().device(at::kCUDA, c10::cuda::current_device());
-    slots = at::empty({static_cast<int64_t>(grid.x) * 2 * hopper::kTileM * BN}, on.dtype(at::kFloat));
-    counters = at::zeros({tile_count}, on.dtype(at::kInt));
-    sk.slots = slots.data_ptr<float>();
-    sk.counters = counters.data_ptr<int>();
-  }
-  if constexpr (kCluster == 1) {
-    kernel<<<grid, hopper::kThreads, smem, stream>>>(map_a, map_b, map_c, device_args<T>(p), a_batch ? 1 : 0,
-                                                     b_batch ? 1 : 0, store_c ? 1 : 0, sk);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-  } else {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(hopper::kThreads);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = kCluster, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_c, device_args<T>(p), a_batch ? 1 : 0,
-                                      b_batch ? 1 : 0, store_c ? 1 : 0, sk));
-  }
+  kernel<<<persistent_grid(p, BN), hopper::kThreads, smem, stream>>>(
+      map_a, map_b, map_c, device_args<T>(p), a_batch ? 1 : 0, b_batch ? 1 : 0, store_c ? 1 : 0);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 // TF32 wgmma reads only k-contiguous operands: a column-major A / row-major B
@@ -177,13 +109,13 @@ void launch_tf32(const GemmProblem& p0, cudaStream_t stream) {
   GemmProblem p = p0;
   if (!p.a.k_contiguous) flip_contiguity(p, p.a, true);
   if (!p.b.k_contiguous) flip_contiguity(p, p.b, false);
-  launch_one<float, BN, kStages, false, 1, true, true>(p, stream);
+  launch_one<float, BN, kStages, false, true, true>(p, stream);
 }
 
-template <typename T, int BN, int kStages, bool kPingPong, int kCluster>
+template <typename T, int BN, int kStages, bool kPingPong>
 void launch_layouts(const GemmProblem& p, cudaStream_t stream) {
   with_layouts(p, [&](auto ak, auto bk) {
-    launch_one<T, BN, kStages, kPingPong, kCluster, decltype(ak)::value, decltype(bk)::value>(p, stream);
+    launch_one<T, BN, kStages, kPingPong, decltype(ak)::value, decltype(bk)::value>(p, stream);
   });
 }
 
@@ -226,7 +158,7 @@ void launch_hopper(const KernelConfig& row, const GemmProblem& p) {
     if constexpr (c.tf32) {
       static_assert(c.dtypes == kF32 && c.bk == hopper::tile_k<float>(), "TF32 rows: fp32, 32 of K per stage");
       TORCH_CHECK(p.dtype == at::kFloat, "tilelab: ", c.name, " needs float32 inputs");
-      static_assert(!kPingPong && c.cluster == 1, "hopper: TF32 rows are cooperative, one block a cluster");
+      static_assert(!kPingPong, "hopper: TF32 rows are cooperative");
       launch_tf32<c.bn, c.stages>(p, stream);
       return;
     }
@@ -234,12 +166,10 @@ void launch_hopper(const KernelConfig& row, const GemmProblem& p) {
                   "half rows: float16/bfloat16, 64 of K per stage");
     static_assert(c.bn == 128 || c.bn == 256 || (c.bn == 192 && !c.tf32),
                   "hopper: 128 or 256 wide tiles, or 192 for half precision (three 64-column boxes)");
-    static_assert(c.cluster == 1 || (c.cluster == 2 && !kPingPong),
-                  "hopper: clusters of 2 cooperative blocks (a k-contiguous B tile's box is BN / 2 rows)");
     if (p.dtype == at::kHalf)
-      launch_layouts<c10::Half, c.bn, c.stages, kPingPong, c.cluster>(p, stream);
+      launch_layouts<c10::Half, c.bn, c.stages, kPingPong>(p, stream);
     else if (p.dtype == at::kBFloat16)
-      launch_layouts<c10::BFloat16, c.bn, c.stages, kPingPong, c.cluster>(p, stream);
+      launch_layouts<c10::BFloat16, c.bn, c.stages, kPingPong>(p, stream);
     else
       TORCH_CHECK(false, "tilelab: ", c.name, " needs float16 or bfloat16 inputs");
   });

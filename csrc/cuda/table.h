@@ -28,7 +28,6 @@ struct KernelConfig {
   int warps_m, warps_n; // the grid of MMA/FMA warps over the block tile (0 x 0: one thread per output)
   int threads;          // threads per block (MMA warps, plus a producer warpgroup for hopper)
   int stages;           // shared-memory pipeline depth (1: load, sync, compute; 0: no shared memory)
-  int cluster;          // blocks per thread-block cluster (hopper: 2 share the B tile through TMA multicast)
   int pad;              // kPad: extra elements per shared row of a k-contiguous tile (m/n-contiguous fp32
                         // tensorcore tiles use twice it)
   unsigned dtypes;      // DtypeBits
@@ -39,43 +38,40 @@ struct KernelConfig {
 
 // clang-format off
 inline constexpr KernelConfig kConfigs[] = {
-  // name                        variant            family              T   bm   bn  bk  wm wn  thr st cl pad dtypes        sm  tf32
-  {"naive_8x8",                  "naive",           Family::Naive,       8,   8,   8,  0,  0, 0,   64, 0, 1, 0, kAllFloat,     0, false, "one thread per output, operands straight from global memory"},
-  {"naive_16x16",                "naive",           Family::Naive,      16,  16,  16,  0,  0, 0,  256, 0, 1, 0, kAllFloat,     0, false, "one thread per output, operands straight from global memory"},
-  {"naive_32x32",                "naive",           Family::Naive,      32,  32,  32,  0,  0, 0, 1024, 0, 1, 0, kAllFloat,     0, false, "one thread per output, operands straight from global memory"},
-  {"tiled_8x8x8",                "tiled",           Family::Tiled,       8,   8,   8,  8,  0, 0,   64, 1, 1, 0, kAllFloat,     0, false, "TxT shared-memory tiles, one output per thread, boundary-safe"},
-  {"tiled_16x16x16",             "tiled",           Family::Tiled,      16,  16,  16, 16,  0, 0,  256, 1, 1, 0, kAllFloat,     0, false, "TxT shared-memory tiles, one output per thread, boundary-safe"},
-  {"tiled_32x32x32",             "tiled",           Family::Tiled,      32,  32,  32, 32,  0, 0, 1024, 1, 1, 0, kAllFloat,     0, false, "TxT shared-memory tiles, one output per thread, boundary-safe"},
-  {"padded_16x16x16",            "padded",          Family::Padded,     16,  16,  16, 16,  0, 0,  256, 1, 1, 1, kAllFloat,     0, false, "tiled, A tile stored k-major, rows padded by kPad=1 against bank conflicts"},
-  {"padded_32x32x32",            "padded",          Family::Padded,     32,  32,  32, 32,  0, 0, 1024, 1, 1, 1, kAllFloat,     0, false, "tiled, A tile stored k-major, rows padded by kPad=1 against bank conflicts"},
-  {"padded_nopad_16x16x16",      "padded_nopad",    Family::Padded,     16,  16,  16, 16,  0, 0,  256, 1, 1, 0, kAllFloat,     0, false, "the padded kernel with kPad=0: the bank-conflict baseline"},
-  {"padded_nopad_32x32x32",      "padded_nopad",    Family::Padded,     32,  32,  32, 32,  0, 0, 1024, 1, 1, 0, kAllFloat,     0, false, "the padded kernel with kPad=0: the bank-conflict baseline"},
+  // name                        variant            family              T   bm   bn  bk  wm wn  thr st pad dtypes        sm  tf32
+  {"naive_8x8",                  "naive",           Family::Naive,       8,   8,   8,  0,  0, 0,   64, 0, 0, kAllFloat,     0, false, "one thread per output, operands straight from global memory"},
+  {"naive_16x16",                "naive",           Family::Naive,      16,  16,  16,  0,  0, 0,  256, 0, 0, kAllFloat,     0, false, "one thread per output, operands straight from global memory"},
+  {"naive_32x32",                "naive",           Family::Naive,      32,  32,  32,  0,  0, 0, 1024, 0, 0, kAllFloat,     0, false, "one thread per output, operands straight from global memory"},
+  {"tiled_8x8x8",                "tiled",           Family::Tiled,       8,   8,   8,  8,  0, 0,   64, 1, 0, kAllFloat,     0, false, "TxT shared-memory tiles, one output per thread, boundary-safe"},
+  {"tiled_16x16x16",             "tiled",           Family::Tiled,      16,  16,  16, 16,  0, 0,  256, 1, 0, kAllFloat,     0, false, "TxT shared-memory tiles, one output per thread, boundary-safe"},
+  {"tiled_32x32x32",             "tiled",           Family::Tiled,      32,  32,  32, 32,  0, 0, 1024, 1, 0, kAllFloat,     0, false, "TxT shared-memory tiles, one output per thread, boundary-safe"},
+  {"padded_16x16x16",            "padded",          Family::Padded,     16,  16,  16, 16,  0, 0,  256, 1, 1, kAllFloat,     0, false, "tiled, A tile stored k-major, rows padded by kPad=1 against bank conflicts"},
+  {"padded_32x32x32",            "padded",          Family::Padded,     32,  32,  32, 32,  0, 0, 1024, 1, 1, kAllFloat,     0, false, "tiled, A tile stored k-major, rows padded by kPad=1 against bank conflicts"},
+  {"padded_nopad_16x16x16",      "padded_nopad",    Family::Padded,     16,  16,  16, 16,  0, 0,  256, 1, 0, kAllFloat,     0, false, "the padded kernel with kPad=0: the bank-conflict baseline"},
+  {"padded_nopad_32x32x32",      "padded_nopad",    Family::Padded,     32,  32,  32, 32,  0, 0, 1024, 1, 0, kAllFloat,     0, false, "the padded kernel with kPad=0: the bank-conflict baseline"},
   // blocked: a warp computes 32 x (bn / warps_n): 8 x TN outputs per thread on a 4 x 8 lane grid.
-  {"blocked_k16_64x64x16",       "blocked_k16",     Family::Blocked,    64,  64,  64, 16,  2, 2,  128, 3, 1, 4, kF32,         80, false, "register-blocked 8x4 per thread, warp-tiled, BK=16, float4 + 3-stage cp.async, A k-major kPad=4"},
-  {"blocked_64x128x8",           "blocked",         Family::Blocked,   128,  64, 128,  8,  2, 2,  128, 4, 1, 4, kF32,         80, false, "register-blocked 8x8 per thread, 64x128 block tile, BK=8, 4-stage cp.async"},
-  {"blocked_wide_128x256x8",     "blocked_wide",    Family::Blocked,   256, 128, 256,  8,  4, 2,  256, 4, 1, 4, kF32,         80, false, "register-blocked 8x16 per thread, 128x256 block tile, BK=8, 4-stage cp.async"},
+  {"blocked_k16_64x64x16",       "blocked_k16",     Family::Blocked,    64,  64,  64, 16,  2, 2,  128, 3, 4, kF32,         80, false, "register-blocked 8x4 per thread, warp-tiled, BK=16, float4 + 3-stage cp.async, A k-major kPad=4"},
+  {"blocked_64x128x8",           "blocked",         Family::Blocked,   128,  64, 128,  8,  2, 2,  128, 4, 4, kF32,         80, false, "register-blocked 8x8 per thread, 64x128 block tile, BK=8, 4-stage cp.async"},
+  {"blocked_wide_128x256x8",     "blocked_wide",    Family::Blocked,   256, 128, 256,  8,  4, 2,  256, 4, 4, kF32,         80, false, "register-blocked 8x16 per thread, 128x256 block tile, BK=8, 4-stage cp.async"},
   // tensorcore: mma.sync; bk is 64 bytes of K per stage (128 for the 128x256 rows).
-  {"tensorcore_128x128x32",      "tensorcore",      Family::TensorCore,128, 128, 128, 32,  2, 2,  128, 4, 1, 8, kF16 | kBF16, 80, false, "mma.sync m16n8k16 (fp32 acc), 4-stage cp.async + ldmatrix, 4 warps of 64x64, 2 blocks/SM"},
-  {"tensorcore_128x256x64",      "tensorcore",      Family::TensorCore,256, 128, 256, 64,  2, 4,  256, 4, 1, 8, kF16 | kBF16, 80, false, "mma.sync m16n8k16 (fp32 acc), BK=64, 4-stage cp.async + ldmatrix, 8 warps of 64x64"},
-  {"tensorcore_64x64x32",        "tensorcore",      Family::TensorCore, 64,  64,  64, 32,  2, 2,  128, 4, 1, 8, kF16 | kBF16, 80, false, "mma.sync m16n8k16 (fp32 acc), 4-stage cp.async + ldmatrix, 4 warps of 32x32"},
-  {"tensorcore_tf32_128x128x16", "tensorcore_tf32", Family::TensorCore,128, 128, 128, 16,  2, 2,  128, 4, 1, 4, kF32,         80, true,  "TF32 mma.sync m16n8k8 (needs precision 'high'), 4-stage cp.async, 4 warps of 64x64"},
-  {"tensorcore_tf32_128x256x32", "tensorcore_tf32", Family::TensorCore,256, 128, 256, 32,  2, 4,  256, 4, 1, 4, kF32,         80, true,  "TF32 mma.sync m16n8k8 (needs precision 'high'), BK=32, 4-stage cp.async, 8 warps of 64x64"},
-  {"tensorcore_tf32_64x64x16",   "tensorcore_tf32", Family::TensorCore, 64,  64,  64, 16,  2, 2,  128, 4, 1, 4, kF32,         80, true,  "TF32 mma.sync m16n8k8 (needs precision 'high'), 4-stage cp.async, 4 warps of 32x32"},
+  {"tensorcore_128x128x32",      "tensorcore",      Family::TensorCore,128, 128, 128, 32,  2, 2,  128, 4, 8, kF16 | kBF16, 80, false, "mma.sync m16n8k16 (fp32 acc), 4-stage cp.async + ldmatrix, 4 warps of 64x64, 2 blocks/SM"},
+  {"tensorcore_128x256x64",      "tensorcore",      Family::TensorCore,256, 128, 256, 64,  2, 4,  256, 4, 8, kF16 | kBF16, 80, false, "mma.sync m16n8k16 (fp32 acc), BK=64, 4-stage cp.async + ldmatrix, 8 warps of 64x64"},
+  {"tensorcore_64x64x32",        "tensorcore",      Family::TensorCore, 64,  64,  64, 32,  2, 2,  128, 4, 8, kF16 | kBF16, 80, false, "mma.sync m16n8k16 (fp32 acc), 4-stage cp.async + ldmatrix, 4 warps of 32x32"},
+  {"tensorcore_tf32_128x128x16", "tensorcore_tf32", Family::TensorCore,128, 128, 128, 16,  2, 2,  128, 4, 4, kF32,         80, true,  "TF32 mma.sync m16n8k8 (needs precision 'high'), 4-stage cp.async, 4 warps of 64x64"},
+  {"tensorcore_tf32_128x256x32", "tensorcore_tf32", Family::TensorCore,256, 128, 256, 32,  2, 4,  256, 4, 4, kF32,         80, true,  "TF32 mma.sync m16n8k8 (needs precision 'high'), BK=32, 4-stage cp.async, 8 warps of 64x64"},
+  {"tensorcore_tf32_64x64x16",   "tensorcore_tf32", Family::TensorCore, 64,  64,  64, 16,  2, 2,  128, 4, 4, kF32,         80, true,  "TF32 mma.sync m16n8k8 (needs precision 'high'), 4-stage cp.async, 4 warps of 32x32"},
   // hopper: wgmma + TMA, 128-byte swizzled stages (pad 0: the swizzle keeps them conflict-free), persistent
   // (a block per SM walks the tiles); 8 MMA warps (two consumer warpgroups of 64 rows) plus a producer warpgroup.
-  {"hopper_128x256x64",          "hopper",          Family::Hopper,    256, 128, 256, 64,  8, 1,  384, 4, 1, 0, kF16 | kBF16, 90, false, "wgmma m64n256k16 (fp32 acc) + TMA, 128B swizzle, 4-stage mbarrier ring, producer + 2 consumer warpgroups"},
-  {"hopper_128x192x64",          "hopper",          Family::Hopper,    192, 128, 192, 64,  8, 1,  384, 4, 1, 0, kF16 | kBF16, 90, false, "wgmma m64n192k16 (fp32 acc) + TMA, 128B swizzle, 4-stage mbarrier ring, producer + 2 consumer warpgroups"},
-  {"hopper_128x128x64",          "hopper",          Family::Hopper,    128, 128, 128, 64,  8, 1,  384, 6, 1, 0, kF16 | kBF16, 90, false, "wgmma m64n128k16 (fp32 acc) + TMA, 128B swizzle, 6-stage mbarrier ring, producer + 2 consumer warpgroups"},
-  // cluster of 2 blocks (cl 2) on vertically adjacent tiles: each loads half of their common B tile and the TMA
-  // multicasts it into both, so a block reads 32 KB from L2 per k-tile instead of 48.
-  {"hopper_cluster_128x256x64",  "hopper_cluster",  Family::Hopper,    256, 128, 256, 64,  8, 1,  384, 4, 2, 0, kF16 | kBF16, 90, false, "hopper_128x256x64 in clusters of 2 blocks on vertically adjacent tiles: B tile loaded half by each, TMA-multicast to both"},
+  {"hopper_128x256x64",          "hopper",          Family::Hopper,    256, 128, 256, 64,  8, 1,  384, 4, 0, kF16 | kBF16, 90, false, "wgmma m64n256k16 (fp32 acc) + TMA, 128B swizzle, 4-stage mbarrier ring, producer + 2 consumer warpgroups"},
+  {"hopper_128x192x64",          "hopper",          Family::Hopper,    192, 128, 192, 64,  8, 1,  384, 4, 0, kF16 | kBF16, 90, false, "wgmma m64n192k16 (fp32 acc) + TMA, 128B swizzle, 4-stage mbarrier ring, producer + 2 consumer warpgroups"},
+  {"hopper_128x128x64",          "hopper",          Family::Hopper,    128, 128, 128, 64,  8, 1,  384, 6, 0, kF16 | kBF16, 90, false, "wgmma m64n128k16 (fp32 acc) + TMA, 128B swizzle, 6-stage mbarrier ring, producer + 2 consumer warpgroups"},
   // ping-pong (warps 4 x 1): each consumer warpgroup computes whole 128x128 tiles, the two taking turns on the
   // tensor cores, so one's epilogue runs under the other's MMAs.
-  {"hopper_pingpong_128x128x64", "hopper_pingpong", Family::Hopper,    128, 128, 128, 64,  4, 1,  384, 6, 1, 0, kF16 | kBF16, 90, false, "wgmma 2 x m64n128k16 per warpgroup + TMA, 6-stage ring, ping-pong: two consumer warpgroups alternate tiles"},
-  {"hopper_tf32_128x256x32",     "hopper_tf32",     Family::Hopper,    256, 128, 256, 32,  8, 1,  384, 4, 1, 0, kF32,         90, true,  "TF32 wgmma m64n256k8 (needs precision 'high') + TMA, 4-stage ring, k-contiguous operands (others copied transposed)"},
-  {"hopper_tf32_128x128x32",     "hopper_tf32",     Family::Hopper,    128, 128, 128, 32,  8, 1,  384, 6, 1, 0, kF32,         90, true,  "TF32 wgmma m64n128k8 (needs precision 'high') + TMA, 6-stage ring, k-contiguous operands (others copied transposed)"},
+  {"hopper_pingpong_128x128x64", "hopper_pingpong", Family::Hopper,    128, 128, 128, 64,  4, 1,  384, 6, 0, kF16 | kBF16, 90, false, "wgmma 2 x m64n128k16 per warpgroup + TMA, 6-stage ring, ping-pong: two consumer warpgroups alternate tiles"},
+  {"hopper_tf32_128x256x32",     "hopper_tf32",     Family::Hopper,    256, 128, 256, 32,  8, 1,  384, 4, 0, kF32,         90, true,  "TF32 wgmma m64n256k8 (needs precision 'high') + TMA, 4-stage ring, k-contiguous operands (others copied transposed)"},
+  {"hopper_tf32_128x128x32",     "hopper_tf32",     Family::Hopper,    128, 128, 128, 32,  8, 1,  384, 6, 0, kF32,         90, true,  "TF32 wgmma m64n128k8 (needs precision 'high') + TMA, 6-stage ring, k-contiguous operands (others copied transposed)"},
   // gemv: few rows (decoding); a warp per output column, 16-byte loads along K, bm rows per block.
-  {"gemv_16x8",                  "gemv",            Family::Gemv,       16,  16,   8,  0,  1, 8,  256, 0, 1, 0, kAllFloat,     0, false, "a warp per output column of up to 16 rows: 16-byte loads along K (k-contiguous operands), warp-shuffle reduction"},
+  {"gemv_16x8",                  "gemv",            Family::Gemv,       16,  16,   8,  0,  1, 8,  256, 0, 0, kAllFloat,     0, false, "a warp per output column of up to 16 rows: 16-byte loads along K (k-contiguous operands), warp-shuffle reduction"},
 };
 // clang-format on
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);

@@ -101,29 +101,10 @@ constexpr int kStoreBoxBytes = kStoreRows * 128;
 constexpr int kStoreBytes = kConsumerWarps * 2 * kStoreBoxBytes;  // 32 KB
 // Dynamic shared memory: the ring of kStages stages (the table row's stages:
 // 4 x 48 KB for 128x256, 4 x 40 KB for 128x192, 6 x 32 KB for 128x128), the store buffers, 1 KB of
-// slack to align both to 1024 bytes (the swizzle atom), the mbarriers and a word for stream-K.
+// slack to align both to 1024 bytes (the swizzle atom), and the mbarriers.
 template <int BN, int kStages>
 constexpr int smem_bytes() {
-  return kStages * stage_bytes<BN>() + kStoreBytes + 1024 + 2 * 8 * kStages + 16;
-}
-
-// Stream-K (GemmProblem::stream_k): the grid's G blocks share the I = tiles x k-tiles iterations of
-// the whole product, block b taking [b I / G, (b + 1) I / G) in (tile, k) order, so a tile may be cut
-// between consecutive blocks. Each piece of a cut tile goes, in fp32, to a slot of the block that
-// computed it (slot 2b: the block's first piece, 2b + 1: its last), and the block that finishes a
-// tile's last piece (a per-tile counter) adds the slots in block order -- the same sum whichever
-// finishes last -- and runs the epilogue. Nobody waits on another block.
-struct StreamKArgs {
-  float* slots = nullptr;   // 2 x G slots of kTileM x BN floats, each thread's in a strided layout
-  int* counters = nullptr;  // a tile's finished pieces (zeroed by the host)
-  int64_t iters = 0;        // I; 0: stream-K off
-};
-// The first iteration of block b, and the block that computes iteration x.
-__host__ __device__ __forceinline__ int64_t stream_k_start(int64_t b, int64_t iters, int64_t blocks) {
-  return b * iters / blocks;
-}
-__host__ __device__ __forceinline__ int64_t stream_k_block(int64_t x, int64_t iters, int64_t blocks) {
-  return ((x + 1) * blocks + iters - 1) / iters - 1;
+  return kStages * stage_bytes<BN>() + kStoreBytes + 1024 + 2 * 8 * kStages;
 }
 constexpr int kMaxSmemBytes = 227 * 1024;  // dynamic shared memory a block may have on sm_90
 
@@ -152,28 +133,6 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   } while (!done);
 }
 
-// ---- clusters of 2 blocks (the hopper_cluster rows). A block's rank in its cluster; a barrier of every
-// thread of the cluster; an arrival on the mbarrier at the same offset in block `rank`'s shared memory.
-// The arrival and the producer's wait keep their default CTA-scope semantics, as CUTLASS's cluster
-// barriers do: the stage was read by wgmma, whose completion (wgmma.wait_group) precedes the arrival.
-// Release/acquire at cluster scope made every k-tile 1.5x slower (H200, bf16 4096x2048x2048: 0.082 ms
-// against 0.050 without a cluster; 0.052 with these).
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void mbar_arrive_in(uint32_t bar, uint32_t rank) {
-  asm volatile(
-      "{\n.reg .b32 remote;\n"
-      "mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
-      "r"(rank)
-      : "memory");
-}
 // ---- TMA: one box of a 3-D tensor map (contiguous dim, rows, batch) into shared memory
 __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1,
                                          int c2) {
@@ -181,17 +140,6 @@ __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, u
       "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], "
       "[%2];\n" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
-      : "memory");
-}
-
-// The same box into shared memory at `dst` of every block of the cluster in `mask` (bit r: rank r), each
-// block's mbarrier at `bar` completing by the box's bytes.
-__device__ __forceinline__ void tma_load_multicast(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0,
-                                                   int c1, int c2, uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, "
-      "{%3, %4, %5}], [%2], %6;\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "h"(mask)
       : "memory");
 }
 
@@ -353,7 +301,6 @@ __device__ __forceinline__ void activate_all(Activation act, float (&d)[R]) {
 // warpgroup c may start a tile's MMAs once barrier kOrderBar + c completes, i.e.
 // once the other warpgroup has finished the MMAs of its previous tile.
 constexpr int kOrderBar = 1;
-constexpr int kStreamKBar = 3;  // the 256 consumer threads around a stream-K piece's counter
 #ifdef TILELAB_HOPPER_DEVICE
 __device__ __forceinline__ void bar_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
@@ -391,17 +338,15 @@ __device__ __forceinline__ void bar_arrive(int id, int threads) {
 // two shared-memory boxes of 16 x 128 bytes, alternately, and the TMA writes
 // them (clipped at M and N, asynchronously: the warp goes on to its next tile
 // while the writes drain). Otherwise the threads store from registers.
-template <typename T, int BN, int kStages, bool kAK, bool kBK, bool kPingPong, int kCluster>
+template <typename T, int BN, int kStages, bool kAK, bool kBK, bool kPingPong>
 __global__ void __launch_bounds__(hopper::kThreads, 1)
     hopper_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                   const __grid_constant__ CUtensorMap map_c, GemmArgs<T> p, int a_batch, int b_batch,
-                  int store_c, hopper::StreamKArgs sk) {
+                  int store_c) {
 #ifdef TILELAB_HOPPER_DEVICE
   using namespace hopper;
   static_assert(smem_bytes<BN, kStages>() <= kMaxSmemBytes, "hopper: the ring must fit in shared memory");
   static_assert(!kPingPong || BN <= 128, "hopper: a ping-pong warpgroup holds a whole tile (BN / 2 * 2 floats)");
-  static_assert(kCluster == 1 || (kCluster == 2 && !kPingPong && sizeof(T) == 2),
-                "hopper: clusters of 2 blocks, cooperative half-precision rows");
   constexpr int kStageBytes = stage_bytes<BN>();
   constexpr int kABytes = kTileM * 128;
   constexpr int kTileK = tile_k<T>();  // also a box's extent along its contiguous dimension
@@ -415,13 +360,11 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
   const uint32_t ring = (raw + 1023) & ~1023u;
   const uint32_t staging = ring + kStages * kStageBytes;  // the epilogue's boxes (1024-byte aligned)
   const uint32_t bars = staging + kStoreBytes;  // full[s] at bars + 8s, empty[s] at bars + 8(kStages + s)
-  const uint32_t sk_word = bars + 16 * kStages;   // stream-K: whether this block finishes the tile
   auto full = [&](int s) { return bars + 8 * s; };
   auto empty = [&](int s) { return bars + 8 * (kStages + s); };
   // A stage is released by every consumer warp that read it: both warpgroups'
-  // (cooperative) or the one warpgroup's whose tile it holds (ping-pong); in a
-  // cluster, those of both blocks (the other block's producer writes half of B into it).
-  constexpr int kReleases = (kPingPong ? kConsumerWarps / 2 : kConsumerWarps) * kCluster;
+  // (cooperative) or the one warpgroup's whose tile it holds (ping-pong).
+  constexpr int kReleases = kPingPong ? kConsumerWarps / 2 : kConsumerWarps;
 
   const int tid = threadIdx.x, wg = tid / 128;
   if (tid == 0) {
@@ -431,63 +374,17 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  // Clusters: both blocks' barriers are initialized before either block's copies or arrivals reach them.
-  uint32_t rank = 0;
-  if constexpr (kCluster > 1) {
-    rank = cluster_rank();
-    cluster_sync();
-  } else {
-    __syncthreads();
-  }
+  __syncthreads();
 
-  // The list of work: tiles of 128 rows, or in a cluster tiles of 128 x kCluster rows, block `rank` of
-  // which computes rows 128 * rank.. (both blocks walk the same list; the grid is kCluster x the clusters).
-  const PersistentGrouped<kGroupM> sched(p.M, p.N, kTileM * kCluster, BN, (p.K + kTileK - 1) / kTileK, p.splits,
-                                         p.batch);
-  const int64_t stride = gridDim.x / kCluster;
-  auto work_at = [&](int64_t i) {
-    WorkTile w = sched.at(i);
-    w.tm = w.tm * kCluster + static_cast<int>(rank);
-    return w;
-  };
-  // The block's work, one piece at a time (`pos`: where the walk stands; `start`: the piece's first
-  // iteration). Data-parallel: list entries blockIdx / kCluster + n stride. Stream-K: the iterations
-  // [sk_begin, sk_end) of its share cut at tile boundaries, walked from the last piece to the first: a
-  // share is the tail of one tile and the head of the next (fewer tiles than SMs), and with the head
-  // first all blocks sweep K nearly in step, so the k-slices of the operands they read are shared in
-  // L2 (in (tile, k) order the blocks start all over K and a weight gradient's operands, larger than L2,
-  // are read from HBM once per tile: 2x slower, H200, bf16 2304x12608x768).
-  // The 128x256 rows have no stream-K: its fix-up's registers would spill.
-  constexpr bool kStreamKRow = !kPingPong && kCluster == 1 && sizeof(T) == 2 && BN <= 192;  // has_stream_k
-  const bool streamk = kStreamKRow && sk.iters > 0;
-  const int k_tiles = (p.K + kTileK - 1) / kTileK;
-  const int64_t sk_begin = streamk ? stream_k_start(blockIdx.x, sk.iters, gridDim.x) : 0;
-  const int64_t sk_end = streamk ? stream_k_start(blockIdx.x + 1, sk.iters, gridDim.x) : 0;
-  const int64_t walk_from = streamk ? sk_end : blockIdx.x / kCluster;
-  auto more = [&](int64_t pos) { return streamk ? pos > sk_begin : pos < sched.count; };
-  auto next = [&](int64_t& pos, int64_t& start) {
-    if (!streamk) {
-      const WorkTile w = work_at(pos);
-      start = pos;
-      pos += stride;
-      return w;
-    }
-    const int64_t t = (pos - 1) / k_tiles;
-    start = t * k_tiles > sk_begin ? t * k_tiles : sk_begin;
-    WorkTile w = work_at(t);
-    w.k_begin = static_cast<int>(start - t * k_tiles);
-    w.k_end = static_cast<int>(pos - t * k_tiles);
-    pos = start;
-    return w;
-  };
+  const PersistentGrouped<kGroupM> sched(p.M, p.N, kTileM, BN, (p.K + kTileK - 1) / kTileK, p.splits, p.batch);
 
   if (wg == 0) {
     // ---------------- producer: every tile of the block, in order; `it` is the ring position.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
     if (tid == 0) {
       int it = 0;
-      for (int64_t pos = walk_from, start; more(pos);) {
-        const WorkTile w = next(pos, start);
+      for (int64_t i = blockIdx.x; i < sched.count; i += gridDim.x) {
+        const WorkTile w = sched.at(i);
         const int m0 = w.tm * kTileM, n0 = w.tn * BN;
         const int za = a_batch ? w.batch : 0, zb = b_batch ? w.batch : 0;
         for (int kt = w.k_begin; kt < w.k_end; ++kt, ++it) {
@@ -503,21 +400,7 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
             for (int j = 0; j < kTileM / kTileK; ++j)
               tma_load(sa + j * kBoxBytes, &map_a, full(s), m0 + j * kTileK, k0, za);
           }
-          if constexpr (kCluster > 1) {
-            // B: this block loads its share and multicasts it into both blocks (k-contiguous: rows
-            // BN / 2 * rank.. of the one box; n-contiguous: every other 64-column box).
-            if constexpr (kBK) {
-              constexpr int kHalfRows = BN / kCluster;
-              tma_load_multicast(sb + rank * kHalfRows * 128, &map_b, full(s), k0, n0 + rank * kHalfRows, zb,
-                                 (1u << kCluster) - 1);
-            } else {
-#pragma unroll
-              for (int j = 0; j < BN / kTileK; ++j)
-                if (j % kCluster == static_cast<int>(rank))
-                  tma_load_multicast(sb + j * kBoxBytes, &map_b, full(s), n0 + j * kTileK, k0, zb,
-                                     (1u << kCluster) - 1);
-            }
-          } else if constexpr (kBK) {
+          if constexpr (kBK) {
             tma_load(sb, &map_b, full(s), k0, n0, zb);
           } else {
 #pragma unroll
@@ -543,18 +426,8 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
     int it = 0;   // the ring position of this tile's first k-tile
     int j = 0;    // the block's tile count so far
     int box = 0;  // the warp's staging buffer for its next TMA-store box (the two alternate)
-    // Releases a stage: this warp's arrival on its `empty` barrier in every block of the cluster.
-    auto release = [&](int s) {
-      if (lane != 0) return;
-      if constexpr (kCluster > 1) {
-#pragma unroll
-        for (int r = 0; r < kCluster; ++r) mbar_arrive_in(empty(s), r);
-      } else {
-        mbar_arrive(empty(s));
-      }
-    };
-    for (int64_t pos = walk_from, piece; more(pos); ++j) {
-      const WorkTile w = next(pos, piece);
+    for (int64_t i = blockIdx.x; i < sched.count; i += gridDim.x, ++j) {
+      const WorkTile w = sched.at(i);
       const int ktiles = w.k_end - w.k_begin;
       if (kPingPong && (j % 2) != c) {  // the other warpgroup's tile: only its ring slots
         it += ktiles;
@@ -613,56 +486,14 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
         wgmma_wait<1>();
 #pragma unroll
         for (int h = 0; h < kHalves; ++h) fence_regs(d[h]);
-        if (kt > 0) release((it - 1) % kStages);
+        if (kt > 0 && lane == 0) mbar_arrive(empty((it - 1) % kStages));
       }
       wgmma_wait<0>();
 #pragma unroll
       for (int h = 0; h < kHalves; ++h) fence_regs(d[h]);
-      if (ktiles > 0) release((it - 1) % kStages);  // the tile's last stage
+      if (ktiles > 0 && lane == 0) mbar_arrive(empty((it - 1) % kStages));  // the tile's last stage
       // Ping-pong: the other warpgroup may start its next tile's MMAs (if the block has one for it).
-      if (kPingPong && more(pos)) bar_arrive(kOrderBar + (1 - c), 256);
-
-      // Stream-K (cooperative half rows), a piece of a cut tile: to this block's slot; the last piece to
-      // finish sums the slots.
-      if (streamk && ktiles < k_tiles) {
-        const int64_t t = piece / k_tiles;
-        const int ct = tid - 128;  // 0..255: the consumer thread
-        const bool first_piece = piece == sk_begin;
-        float4* mine = reinterpret_cast<float4*>(sk.slots) +
-                       (2 * static_cast<int64_t>(blockIdx.x) + (first_piece ? 0 : 1)) * (kTileM * BN / 4);
-#pragma unroll
-        for (int q = 0; q < BN / 8; ++q)
-          __stcg(mine + q * 256 + ct, make_float4(d[0][4 * q], d[0][4 * q + 1], d[0][4 * q + 2], d[0][4 * q + 3]));
-        const int64_t b0 = stream_k_block(t * k_tiles, sk.iters, gridDim.x);
-        const int64_t b1 = stream_k_block(t * k_tiles + k_tiles - 1, sk.iters, gridDim.x);
-        bar_sync(kStreamKBar, 256);  // every consumer thread's stores precede the count
-        if (ct == 0) {
-          __threadfence();
-          const int done = atomicAdd(sk.counters + t, 1);
-          asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(sk_word), "r"(done == b1 - b0 ? 1 : 0) : "memory");
-        }
-        bar_sync(kStreamKBar, 256);
-        uint32_t last;
-        asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(last) : "r"(sk_word) : "memory");
-        if (!last) continue;
-        __threadfence();
-        // The slots of blocks b0..b1 in block order: block b's piece of t is its first unless b begins
-        // before t.
-        for (int64_t b = b0; b <= b1; ++b) {
-          const bool firsts = stream_k_start(b, sk.iters, gridDim.x) / k_tiles == t;
-          const float4* src = reinterpret_cast<const float4*>(sk.slots) +
-                              (2 * b + (firsts ? 0 : 1)) * (kTileM * BN / 4);
-#pragma unroll
-          for (int q = 0; q < BN / 8; ++q) {
-            const float4 v = __ldcg(src + q * 256 + ct);
-            if (b == b0) {
-              d[0][4 * q] = v.x, d[0][4 * q + 1] = v.y, d[0][4 * q + 2] = v.z, d[0][4 * q + 3] = v.w;
-            } else {
-              d[0][4 * q] += v.x, d[0][4 * q + 1] += v.y, d[0][4 * q + 2] += v.z, d[0][4 * q + 3] += v.w;
-            }
-          }
-        }
-      }
+      if (kPingPong && i + gridDim.x < sched.count) bar_arrive(kOrderBar + (1 - c), 256);
 
       // Epilogue. Thread layout of a 64 x BN wgmma accumulator: warp w owns rows
       // 16w..16w+15; lane (g = lane/4, t = lane%4) holds, for every 8-column
@@ -771,8 +602,6 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
     }
     if (store_c && lane == 0) bulk_wait_all();  // the block's last writes have landed
   }
-  // A block of a cluster stays until the other has made its last arrival on this block's barriers.
-  if constexpr (kCluster > 1) cluster_sync();
 #else
   // Not compiled for sm_90a: the chooser never launches this (launch_hopper.cu: hopper_cannot_run).
   __trap();
