@@ -37,6 +37,17 @@ def test_pingpong_for_projection_k(operands, M, K, N):
     assert "ping-pong" in e.reason and e.details["split_k"] == 1, e
 
 
+@pytest.mark.parametrize("operands", [mm, linear], ids=["mm", "linear"])
+def test_pingpong_for_a_mostly_idle_256_wave(operands):
+    """ViT-B/16 at batch 8 (1576 tokens), fc1 and its dX (N = 3072, K = 768): 156 tiles of 128x256
+    are 1.18 waves on 132 SMs, 312 of 128x128 need 384 columns an SM against 512: ping-pong."""
+    e = explain_described(*operands(1576, 768, 3072), **H200)
+    assert e.kernel == "hopper_pingpong_128x128x64" and "mostly idle" in e.reason, e
+    assert "384 columns an SM with 128x128 vs 512" in e.reason, e
+    # Equal columns either way (234 tiles of 128x128, 117 of 128x256): 128x256 stays.
+    assert explain_described(*operands(1576, 768, 2304), **H200).kernel == "hopper_128x256x64"
+
+
 def test_pingpong_for_attention_context():
     """Attention's context product (N = 64, K = 512): ping-pong."""
     assert explain_described(*mm(512, 512, 64, batch=96), **H200).kernel == "hopper_pingpong_128x128x64"

@@ -249,12 +249,20 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
       ch = pick(kHopper192, why.str());
       if (ch.cfg) return ch;
     }
-    if (half && ksteps >= 8 && ksteps <= 48 && tiles128 >= sms && !n_fits_256) {
-      ch = pick(kHopperPingPong,
-                "sm_90, K of 8 to 48 steps of 64, a wave of 128x128 tiles and an N that 128x256 tiles would cover "
-                "with more than 25% waste: ping-pong runs one warpgroup's epilogue under the other's MMAs (where "
-                "128x256 fits it is as fast or faster, H200, bf16: 4096x2048x2048 0.050 ms vs 0.053, 8192x1024x4096 "
-                "0.109 vs 0.114, 4096x768x3072 0.034 both)");
+    // 128-wide tiles need at most 80% of the columns an SM computes with 128x256 ones: a last wave of
+    // 128x256 tiles mostly idle (1576 rows x N = 3072: 156 tiles, 1.18 waves).
+    const bool w128_wins = 5 * w128 <= 4 * w256;
+    if (half && ksteps >= 8 && ksteps <= 48 && tiles128 >= sms && (!n_fits_256 || w128_wins)) {
+      std::ostringstream why;
+      why << "sm_90, K of 8 to 48 steps of 64, a wave of 128x128 tiles, and "
+          << (n_fits_256 ? "128x256 tiles would leave their last wave mostly idle (" : "an N that 128x256 tiles "
+                                                                                     "would cover with more than "
+                                                                                     "25% waste (")
+          << w128 << " columns an SM with 128x128 vs " << w256
+          << " with 128x256): ping-pong runs one warpgroup's epilogue under the other's MMAs (H200, bf16: "
+             "1576x768x3072 0.020 ms vs 0.024 for hopper_128x256x64; where 128x256 fits with full waves it is as "
+             "fast or faster: 4096x2048x2048 0.050 ms vs 0.053, 8192x1024x4096 0.109 vs 0.114)";
+      ch = pick(kHopperPingPong, why.str());
       if (ch.cfg) return ch;
     }
     if (2 * tiles256 >= sms && n_fits_256) {
