@@ -71,12 +71,9 @@ at::Tensor gemm_cuda(const char* op, const at::Tensor* bias, const at::Tensor& a
   if (finish_without_product(call)) return call.out;
   GemmProblem p = call.problem;
   p.splits = choice.splits;
-  // The tile families' register epilogues take no activation (launch.h,
-  // family_tile_epilogue): they store act-free, then one pass applies it.
-  // gemv, the textbook kernels, the split-K reduction and the hopper kernels'
-  // TMA-store epilogue apply it themselves.
-  const bool act_after = p.act != Activation::None && p.splits == 1 && family_tile_epilogue(choice.cfg->family) &&
-                         !(choice.cfg->family == Family::Hopper && hopper_fuses_activation(p));
+  // The tile families' register epilogues take no activation: they store
+  // act-free, then one pass applies it (launch.h, applies_activation).
+  const bool act_after = p.act != Activation::None && !applies_activation(choice.cfg->family, p);
   if (act_after) p.act = Activation::None;
   const int64_t B = p.batch, esize = static_cast<int64_t>(c10::elementSize(p.dtype));
   const auto* a0 = static_cast<const char*>(p.a.data);

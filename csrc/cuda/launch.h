@@ -61,6 +61,13 @@ constexpr bool family_tile_epilogue(Family f) {
 // slice of K), which applies p.act itself (launch_hopper.cu).
 bool hopper_fuses_activation(const GemmProblem& p);
 
+// Whether family f's kernel (with split-K, its reduction) applies p.act: every
+// family but the tile families' register epilogues; else gemm_cuda applies it
+// after the product, in one pass.
+inline bool applies_activation(Family f, const GemmProblem& p) {
+  return !family_tile_epilogue(f) || p.splits > 1 || (f == Family::Hopper && hopper_fuses_activation(p));
+}
+
 // Runs row's kernel on p (the family switch).
 inline void launch(const KernelConfig& row, const GemmProblem& p) {
 #define TILELAB_FAMILY_LAUNCH(E, n, c) \

@@ -35,16 +35,39 @@ struct EpiAny {
   static constexpr bool kAny = true;
 };
 
+// Two floats rounded to a pair of half-precision T, as 32 bits (a vector store; the hopper kernels'
+// staged outputs and preloaded bias, exact: its elements are T), and back.
+template <typename T>
+__device__ __forceinline__ uint32_t pack_pair(float x, float y) {
+  if constexpr (std::is_same_v<T, c10::BFloat16>) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(x, y);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  } else {
+    static_assert(std::is_same_v<T, c10::Half>, "pack_pair: bfloat16 or half");
+    const __half2 v = __floats2half2_rn(x, y);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+}
+template <typename T>
+__device__ __forceinline__ void unpack_pair(uint32_t u, float& x, float& y) {
+  if constexpr (std::is_same_v<T, c10::BFloat16>) {
+    const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u));
+    x = f.x, y = f.y;
+  } else {
+    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&u));
+    x = f.x, y = f.y;
+  }
+}
+
 // Two adjacent outputs as one 64-/32-bit store, rounded once to T (dst aligned to 2 elements).
 template <typename T>
 __device__ __forceinline__ void store_vec2(T* dst, float x, float y) {
   if constexpr (std::is_same_v<T, float>) {
     *reinterpret_cast<float2*>(dst) = make_float2(x, y);
-  } else if constexpr (std::is_same_v<T, c10::BFloat16>) {
-    *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(x, y);
   } else {
-    static_assert(std::is_same_v<T, c10::Half>, "store_vec2: float, bfloat16 or half");
-    *reinterpret_cast<__half2*>(dst) = __floats2half2_rn(x, y);
+    static_assert(std::is_same_v<T, c10::BFloat16> || std::is_same_v<T, c10::Half>,
+                  "store_vec2: float, bfloat16 or half");
+    *reinterpret_cast<uint32_t*>(dst) = pack_pair<T>(x, y);
   }
 }
 

@@ -257,29 +257,6 @@ __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t desc_a, uint6
 
 #endif  // TILELAB_HOPPER_DEVICE
 
-// Two floats rounded to a pair of T, as 32 bits (a shared-memory store; ping-pong's preloaded bias,
-// exact: its elements are T), and back.
-template <typename T>
-__device__ __forceinline__ uint32_t pack_pair(float x, float y) {
-  if constexpr (std::is_same_v<T, c10::BFloat16>) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(x, y);
-    return *reinterpret_cast<const uint32_t*>(&v);
-  } else {
-    const __half2 v = __floats2half2_rn(x, y);
-    return *reinterpret_cast<const uint32_t*>(&v);
-  }
-}
-template <typename T>
-__device__ __forceinline__ void unpack_pair(uint32_t u, float& x, float& y) {
-  if constexpr (std::is_same_v<T, c10::BFloat16>) {
-    const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u));
-    x = f.x, y = f.y;
-  } else {
-    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&u));
-    x = f.x, y = f.y;
-  }
-}
-
 // act(x) in the epilogue of a half-precision output: SiLU and the tanh GELU (x * sigmoid(2u), u its
 // tanh argument: the same function) with the SFU's exponential and a fast division (__expf,
 // __fdividef: a few ulp of fp32, far below one rounding to bf16/fp16; 0, not NaN, where the exponential

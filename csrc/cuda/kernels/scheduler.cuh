@@ -30,22 +30,28 @@ struct WorkTile {
   int batch;             // which matrix of the batch
   int split;             // which slice of K (0 without split-K)
   int k_begin, k_end;    // the k-tiles [k_begin, k_end) of this work
-  bool valid;
 };
 
-// Grouped rasterization of the (gridDim.x M tiles x gridDim.y N tiles) grid:
-// consecutive block ids walk a group of kGroupM tile rows column by column, so
-// the blocks resident at one time share A and B panels in L2.
+// Grouped rasterization of a tiles_m x tiles_n grid of tiles: consecutive ids
+// walk a group of kGroupM tile rows column by column, so the tiles in flight
+// at one time share A and B panels in L2. Tile `id` (Index: int for a grid's
+// block id, int64_t for a persistent list) is (tm, tn).
+template <int kGroupM, typename Index>
+__device__ __forceinline__ void grouped_tile(Index id, int tiles_m, int tiles_n, int& tm, int& tn) {
+  const Index per_group = static_cast<Index>(kGroupM) * tiles_n;
+  const int first_m = static_cast<int>(id / per_group) * kGroupM;
+  const int rows = min(tiles_m - first_m, kGroupM);
+  const int in_group = static_cast<int>(id - (id / per_group) * per_group);
+  tm = first_m + in_group % rows;
+  tn = in_group / rows;
+}
+
+// The (gridDim.x M tiles x gridDim.y N tiles) grid in the grouped order.
 template <int kGroupM>
 struct GroupedOrder {
   static __device__ __forceinline__ void tile(int& tm, int& tn) {
     const int gm = gridDim.x, gn = gridDim.y;
-    const int pid = blockIdx.x + blockIdx.y * gm;
-    const int per_group = kGroupM * gn;
-    const int first_m = (pid / per_group) * kGroupM;
-    const int rows = min(gm - first_m, kGroupM);
-    tm = first_m + (pid % per_group) % rows;
-    tn = (pid % per_group) / rows;
+    grouped_tile<kGroupM>(static_cast<int>(blockIdx.x + blockIdx.y * gm), gm, gn, tm, tn);
   }
 };
 
@@ -72,7 +78,6 @@ struct DataParallel {
   static __device__ __forceinline__ WorkTile first(int k_tiles, int splits = 1, int batch = 1) {
     WorkTile w;
     Order::tile(w.tm, w.tn);
-    w.valid = true;
     if (splits == 1) {
       w.batch = blockIdx.z, w.split = 0, w.k_begin = 0, w.k_end = k_tiles;
       return w;
@@ -105,7 +110,7 @@ __device__ __forceinline__ void narrow_k(GemmArgs<T>& p, const WorkTile& w, int 
 // tile per block and layer, and a block's next tile is loaded while it
 // finishes the last. Made once per kernel from the problem (a few integer
 // divisions per tile); `count` is the length of the list, which the host
-// also computes (persistent_tiles) to size the grid.
+// also computes (count_of) to size the grid.
 template <int kGroupM>
 struct PersistentGrouped {
   static constexpr bool kPersistent = true;
@@ -125,18 +130,11 @@ struct PersistentGrouped {
   __device__ __forceinline__ WorkTile at(int64_t i) const {
     WorkTile w;
     const int layer = static_cast<int>(i / per_layer);
-    const int64_t t = i - static_cast<int64_t>(layer) * per_layer;
-    const int64_t per_group = static_cast<int64_t>(kGroupM) * tiles_n;
-    const int first_m = static_cast<int>(t / per_group) * kGroupM;
-    const int rows = min(tiles_m - first_m, kGroupM);
-    const int in_group = static_cast<int>(t - (t / per_group) * per_group);
-    w.tm = first_m + in_group % rows;
-    w.tn = in_group / rows;
+    grouped_tile<kGroupM>(i - static_cast<int64_t>(layer) * per_layer, tiles_m, tiles_n, w.tm, w.tn);
     w.batch = layer % batch;
     w.split = layer / batch;
     w.k_begin = splits == 1 ? 0 : split_k_begin(k_tiles, splits, w.split);
     w.k_end = splits == 1 ? k_tiles : split_k_begin(k_tiles, splits, w.split + 1);
-    w.valid = true;
     return w;
   }
 };
