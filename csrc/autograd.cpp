@@ -50,14 +50,30 @@ struct Override {
   Variant view() const { return variant.has_value() ? Variant(c10::string_view(*variant)) : Variant(); }
 };
 
-// Saves a if b may need a gradient and b if a may. (requires_grad, not
-// ctx->needs_input_grad: a forward that runs inside a backward with
-// create_graph sees that backward's graph task, in which the new node is not.)
-void save_operands(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b) {
-  ctx->save_for_backward({b.requires_grad() ? a : at::Tensor(), a.requires_grad() ? b : at::Tensor()});
+// A column-major matrix (nn.Linear's weight.t(), as F.linear and tiled_linear
+// read it): its gradient is computed transposed, so that it arrives in the
+// operand's own layout, as torch.mm's backward does (mm_mat1_backward /
+// mm_mat2_backward). Otherwise the gradient of a Linear weight reaches
+// AccumulateGrad transposed, and it copies every one into the weight's layout
+// (a strided copy of every weight, every training step).
+bool column_major(const at::Tensor& t) {
+  return t.dim() == 2 && t.stride(0) == 1 && t.stride(1) == t.size(0);
 }
 
-// The operands' gradients of out = a @ b (batched: per matrix): grad @ b^T and a^T @ grad.
+// Saves a if b may need a gradient and b if a may, and which of them is
+// column-major. (requires_grad, not ctx->needs_input_grad: a forward that runs
+// inside a backward with create_graph sees that backward's graph task, in which
+// the new node is not.)
+void save_operands(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b) {
+  ctx->save_for_backward({b.requires_grad() ? a : at::Tensor(), a.requires_grad() ? b : at::Tensor()});
+  ctx->saved_data["a_cols"] = column_major(a);
+  ctx->saved_data["b_cols"] = column_major(b);
+}
+
+// The operands' gradients of out = a @ b (batched: per matrix): grad @ b^T and
+// a^T @ grad, each computed transposed (b @ grad^T, grad^T @ a) where its
+// operand is column-major (2-D only, as torch.mm; torch.bmm's backward keeps
+// the plain order).
 std::pair<at::Tensor, at::Tensor> product_grads(AutogradContext* ctx, const at::Tensor& grad, size_t a_index) {
   const auto saved = ctx->get_saved_variables();
   const at::Tensor &a = saved[0], &b = saved[1];
@@ -67,8 +83,12 @@ std::pair<at::Tensor, at::Tensor> product_grads(AutogradContext* ctx, const at::
     return batched ? op_bmm().call(x, y, o.view(), o.tile) : op_mm().call(x, y, o.view(), o.tile);
   };
   at::Tensor grad_a, grad_b;
-  if (ctx->needs_input_grad(a_index)) grad_a = mm(grad, b.transpose(-1, -2));
-  if (ctx->needs_input_grad(a_index + 1)) grad_b = mm(a.transpose(-1, -2), grad);
+  if (ctx->needs_input_grad(a_index)) {
+    grad_a = !batched && ctx->saved_data["a_cols"].toBool() ? mm(b, grad.t()).t() : mm(grad, b.transpose(-1, -2));
+  }
+  if (ctx->needs_input_grad(a_index + 1)) {
+    grad_b = !batched && ctx->saved_data["b_cols"].toBool() ? mm(grad.t(), a).t() : mm(a.transpose(-1, -2), grad);
+  }
   return {grad_a, grad_b};
 }
 

@@ -166,6 +166,40 @@ def test_backward_matches_torch(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("which", ["linear", "addmm", "mm_cols"])
+def test_gradient_in_the_operand_layout(device, which):
+    """A gradient arrives in its operand's layout, as torch.mm's does: nn.Linear's weight
+    (read as the column-major weight.t()) gets a contiguous .grad, so AccumulateGrad keeps
+    it rather than copying it; a column-major `a` gets a column-major gradient. Values
+    as torch's, double backward through the transposed products."""
+    x = torch.randn(37, 24, device=device, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(19, 24, device=device, dtype=torch.float64, requires_grad=True)  # (N, K)
+    bias = torch.randn(19, device=device, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(37, 19, device=device, dtype=torch.float64)
+    if which == "linear":
+        ours = lambda x, w, bias: tilelab_torch.tiled_linear(x, w, bias)  # noqa: E731
+        ref = lambda x, w, bias: torch.nn.functional.linear(x, w, bias)  # noqa: E731
+    elif which == "addmm":
+        ours = lambda x, w, bias: torch.ops.tilelab.tiled_addmm(bias, x, w.t())  # noqa: E731
+        ref = lambda x, w, bias: torch.addmm(bias, x, w.t())  # noqa: E731
+    else:  # both operands column-major
+        x = x.detach().t().contiguous().t().requires_grad_()
+        ours = lambda x, w, bias: op(x, w.t()) + bias  # noqa: E731
+        ref = lambda x, w, bias: torch.mm(x, w.t()) + bias  # noqa: E731
+    ours(x, w, bias).backward(g)
+    got = (x.grad, w.grad, bias.grad)
+    x.grad = w.grad = bias.grad = None
+    ref(x, w, bias).backward(g)
+    for mine, theirs in zip(got, (x.grad, w.grad, bias.grad)):
+        torch.testing.assert_close(mine, theirs)
+        assert mine.stride() == theirs.stride()
+    assert got[1].is_contiguous()
+    if which == "mm_cols":
+        assert got[0].t().is_contiguous()
+    assert torch.autograd.gradgradcheck(ours, (x, w, bias))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_autograd_records_only_what_needs_it(device):
     """The C++ autograd rule adds a node only when an input requires grad and grad
     mode is on; a gradient needed for one operand only saves the other operand."""
