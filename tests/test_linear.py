@@ -163,8 +163,8 @@ def test_every_row_every_activation(config):
 @pytest.mark.parametrize("config", [k.name for k in cuda_kernels()])
 def test_activation_extremes(config):
     """Pre-activations across [-200, 200] (the bias spans it): where exp overflows (the hopper
-    epilogue's SiLU and tanh GELU use __expf and __fdividef for half outputs) the result is
-    the activation's limit (0 or z), never NaN or inf."""
+    epilogue's SiLU and GELUs use the SFU's exponential and reciprocal for half outputs) the
+    result is the activation's limit (0 or z), never NaN or inf."""
     k = next(k for k in cuda_kernels() if k.name == config)
     for dtype in k.dtypes:
         x = torch.randn(65, 16, device="cuda", dtype=dtype) * 0.1

@@ -257,22 +257,57 @@ __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t desc_a, uint6
 
 #endif  // TILELAB_HOPPER_DEVICE
 
-// act(x) in the epilogue of a half-precision output: SiLU and the tanh GELU (x * sigmoid(2u), u its
-// tanh argument: the same function) with the SFU's exponential and a fast division (__expf,
-// __fdividef: a few ulp of fp32, far below one rounding to bf16/fp16; 0, not NaN, where the exponential
-// overflows). activate()'s IEEE division and expf/tanhf kept the tensor cores idle ~5 us a 128x256 tile
-// (H200, bf16 4096x2048x5632 with SiLU: 0.196 ms against 0.155 without an activation). The erf GELU and
-// ReLU are activate()'s; fp32 outputs (the TF32 rows) keep activate() throughout.
+// act(x) in the epilogue of a half-precision output, cheap enough to leave the tensor cores little idle time:
+// the SFU's exponential (ex2.approx) and reciprocal (rcp.approx, or __fdividef) and a few FMAs, a few fp32 ulp
+// from the exact function, far below one rounding to bf16/fp16. activate()'s IEEE division, expf and tanhf kept
+// the tensor cores idle ~5 us a 128x256 tile (H200, bf16 4096x2048x5632 with SiLU: 0.196 ms against 0.155
+// without an activation); erff ~2x the fast tanh GELU's cost (12608x768x3072: 0.141 ms against 0.098
+// without). ReLU is activate()'s; fp32 outputs (the TF32 rows) keep activate() throughout.
+//   silu       x / (1 + exp(-x))
+//   gelu_tanh  x / (1 + exp(-2u)), u the tanh argument (x * sigmoid(2u): the same function)
+//   gelu       x * Phi(x), Phi(x) = 1 - q for x >= 0 and q for x < 0, q = erfc(|x| / sqrt 2) / 2 written as
+//              t * 2^(P(t) - x^2 log2(e) / 2), t = 1 / (1 + 0.35 |x| / sqrt 2), P a degree-6 polynomial fitted
+//              to erfc's relative error (<= 2.3e-7 for |x| / sqrt 2 <= 4.5; beyond, q < 1e-10). Computed from
+//              the tail, q has a small relative error where Phi is small (erf's 1 + erf(x) cancels there).
+// Where the exponential overflows the result is the limit (0, or x), never NaN.
+#ifdef TILELAB_HOPPER_DEVICE
+__device__ __forceinline__ float ex2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float rcp_approx(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+#endif
 template <Activation kAct>
 __device__ __forceinline__ float activate_fast(float x) {
+#ifdef TILELAB_HOPPER_DEVICE
   if constexpr (kAct == Activation::Silu) {
     return __fdividef(x, 1.0f + __expf(-x));
   } else if constexpr (kAct == Activation::GeluTanh) {
     const float u = 0.79788456080286535588f * (x + 0.044715f * x * x * x);
     return __fdividef(x, 1.0f + __expf(-2.0f * u));
+  } else if constexpr (kAct == Activation::Gelu) {
+    const float t = rcp_approx(fmaf(fabsf(x), 0.24748736619949341f, 1.0f));
+    // P(t) in log2 units, minus 1 for the halving (benchmarks/tools/fit_gelu.py prints them and their error).
+    float p = 0.5489960312843323f;
+    p = fmaf(p, t, -2.1902811527252197f);
+    p = fmaf(p, t, 2.896294355392456f);
+    p = fmaf(p, t, -1.5653661489486694f);
+    p = fmaf(p, t, 1.338144302368164f);
+    p = fmaf(p, t, 1.3005949258804321f);
+    p = fmaf(p, t, -3.3283820152282715f);
+    const float q = t * ex2_approx(fmaf(x * x, -0.72134752044448170368f, p));
+    return x * (x >= 0.0f ? 1.0f - q : q);
   } else {
     return activate(kAct, x);
   }
+#else
+  return activate(kAct, x);
+#endif
 }
 
 // act(x) for every accumulator, one unrolled loop per activation (act is uniform: one branch).
