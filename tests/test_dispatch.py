@@ -66,8 +66,7 @@ def test_cooperative_where_256_fits(M, K, N, batch):
 
 
 @pytest.mark.parametrize("operands", [mm, linear], ids=["mm", "linear"])
-@pytest.mark.parametrize("M,K,N", [(4096, 3072, 768), (4096, 768, 768), (12608, 3072, 768), (3072, 4096, 768),
-                                   (4096, 768, 2304)])
+@pytest.mark.parametrize("M,K,N", [(4096, 3072, 768), (4096, 768, 768), (12608, 3072, 768), (4096, 768, 2304)])
 def test_128x192_fills_the_last_wave(operands, M, K, N):
     """Where 128x192 tiles need at most 90% of the rounds x columns an SM of both other tilings:
     N = 768 at M = 4096 is 128 tiles (one round of 192 columns) against 192 of 128x128 (two rounds
@@ -78,6 +77,31 @@ def test_128x192_fills_the_last_wave(operands, M, K, N):
     # fp32 under TF32 has no 192-wide row; 108 SMs (4096 x 768: 2 rounds of 192 too) keeps the others.
     assert explain_described(*mm(M, K, N, torch.float32), **H200).kernel != "hopper_128x192x64"
     assert explain_described(*mm(4096, 3072, 768), sm=90, num_sms=108).kernel != "hopper_128x192x64"
+
+
+def weight_grad(M, K, N, dtype=BF16):
+    """A Linear's weight gradient dY^T @ X as autograd runs it: dY (K, M) and X (K, N) row-major."""
+    return torch.empty(K, M, dtype=dtype).t(), torch.empty(K, N, dtype=dtype)
+
+
+@pytest.mark.parametrize("M,K,N", [(3072, 12608, 768), (768, 12608, 3072), (3072, 4096, 768)])
+def test_128x160_where_192_leaves_a_wave_idle(M, K, N):
+    """Weight gradients of ViT-B's and GPT-2's MLP (3072 x 768 over the tokens): 120 tiles of
+    128x160 on 132 SMs against 96 of 128x192, one round each: 160 columns an SM against 192."""
+    e = explain_described(*weight_grad(M, K, N), **H200)
+    assert e.kernel == "hopper_128x160x64", e
+    assert "160 columns an SM" in e.reason and "192 for 128x192" in e.reason, e
+    assert explain_described(*mm(M, K, N), **H200).kernel == "hopper_128x160x64"
+    # Over a K of 48 steps or fewer, not (ViT-B's fc1 at batch 8, 1576 x 768 x 3072: ping-pong).
+    assert explain_described(*mm(M, 768, N), **H200).kernel != "hopper_128x160x64"
+
+
+def test_128x160_not_where_128_does_as_well():
+    """2304 x 768 (ViT-B's qkv weight gradient): 90 tiles of 128x160 against 108 of 128x128, each
+    one round: 160 columns an SM against 128, so 128x128 (H200: 0.076 ms vs 0.085 for 128x160)."""
+    assert explain_described(*weight_grad(2304, 12608, 768), **H200).kernel == "hopper_128x128x64"
+    # 4096 x 768 (a GPT-2 projection) stays on 128x192: 160 tiles of 128x160 would be 2 rounds.
+    assert explain_described(*mm(4096, 768, 768), **H200).kernel == "hopper_128x192x64"
 
 
 def test_128x192_not_for_narrow_outputs():

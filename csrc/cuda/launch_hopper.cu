@@ -42,10 +42,11 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
 
 // A 3-D map over an operand stored as [batch][rows][cont] (unit stride along
 // cont, `ld` elements between rows, `bstride` between batches; batch 1 when one
-// matrix serves every batch), read in boxes of 64 (cont) x box_rows, swizzled
-// by 128 bytes. Elements outside the tensor read as zero.
+// matrix serves every batch), read in boxes of 128 bytes (cont) x box_rows, swizzled
+// by 128 bytes. Elements outside the tensor read as zero. box_cont > 0: boxes
+// of box_cont elements, unswizzled (the narrow last box of a 160-wide tile's store).
 CUtensorMap make_map(const void* ptr, c10::ScalarType dtype, int64_t cont, int64_t rows, int64_t batch, int64_t ld,
-                     int64_t bstride, int box_rows) {
+                     int64_t bstride, int box_rows, int box_cont = 0) {
   CUtensorMap map;
   const int64_t esz = static_cast<int64_t>(c10::elementSize(dtype));
   const CUtensorMapDataType type = dtype == at::kFloat      ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
@@ -55,12 +56,14 @@ CUtensorMap make_map(const void* ptr, c10::ScalarType dtype, int64_t cont, int64
                               static_cast<cuuint64_t>(batch)};
   const cuuint64_t strides[2] = {static_cast<cuuint64_t>(ld * esz),
                                  static_cast<cuuint64_t>((batch > 1 ? bstride : rows * ld) * esz)};
-  const cuuint32_t box[3] = {static_cast<cuuint32_t>(128 / esz), static_cast<cuuint32_t>(box_rows), 1};
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(box_cont > 0 ? box_cont : 128 / esz),
+                             static_cast<cuuint32_t>(box_rows), 1};
   const cuuint32_t elem_strides[3] = {1, 1, 1};
   const CUresult r = encode_tiled()(
       &map, type, 3,
       const_cast<void*>(ptr), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+      box_cont > 0 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   TORCH_CHECK(r == CUDA_SUCCESS, "tilelab: cuTensorMapEncodeTiled failed (error ", static_cast<int>(r),
               ") for an operand of ", rows, " x ", cont, " elements, row stride ", ld, ", batch ", batch,
               " (stride ", bstride, ")");
@@ -85,7 +88,8 @@ void launch_one(const GemmProblem& p0, cudaStream_t stream) {
   const int64_t lda = kAK ? a.s_mn : a.s_k, ldb = kBK ? b.s_mn : b.s_k;
   // A broadcast batch (stride 0) is one matrix: the map has batch 1 and the kernel reads batch 0.
   const bool a_batch = p.batch > 1 && a.s_batch != 0, b_batch = p.batch > 1 && b.s_batch != 0;
-  // Boxes: A k-contiguous 64 (k) x 128 (m), else 64 (m) x 64 (k); B k-contiguous 64 (k) x BN (n), else 64 (n) x 64 (k).
+  // Boxes: A k-contiguous 64 (k) x 128 (m), else 64 (m) x 64 (k); B k-contiguous 64 (k) x BN (n), else 64 (n) x 64 (k);
+  // C 64 (n) x 16 (m), and a tile's last BN % 64 columns through map_c_tail.
   constexpr int kTileK = hopper::tile_k<T>();
   const int64_t ba = a_batch ? p.batch : 1, bb = b_batch ? p.batch : 1;
   const CUtensorMap map_a = kAK ? make_map(a.data, p.dtype, p.K, p.M, ba, lda, a.s_batch, hopper::kTileM)
@@ -97,8 +101,12 @@ void launch_one(const GemmProblem& p0, cudaStream_t stream) {
               "tilelab: internal error: an activation for the hopper register epilogue (the host applies it)");
   const CUtensorMap map_c = store_c ? make_map(p.c, p.dtype, p.N, p.M, p.batch, p.sc_m, p.sc_b, hopper::kStoreRows)
                                     : map_b;  // unused
+  constexpr int kTailCols = BN % (128 / static_cast<int>(sizeof(T)));
+  const CUtensorMap map_c_tail = store_c && kTailCols > 0 ? make_map(p.c, p.dtype, p.N, p.M, p.batch, p.sc_m, p.sc_b,
+                                                                     hopper::kStoreRows, kTailCols)
+                                                          : map_c;  // unused
   kernel<<<persistent_grid(p, BN), hopper::kThreads, smem, stream>>>(
-      map_a, map_b, map_c, device_args<T>(p), a_batch ? 1 : 0, b_batch ? 1 : 0, store_c ? 1 : 0);
+      map_a, map_b, map_c, map_c_tail, device_args<T>(p), a_batch ? 1 : 0, b_batch ? 1 : 0, store_c ? 1 : 0);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -164,8 +172,8 @@ void launch_hopper(const KernelConfig& row, const GemmProblem& p) {
     }
     static_assert(c.tf32 || (c.dtypes == (kF16 | kBF16) && c.bk == hopper::tile_k<c10::Half>()),
                   "half rows: float16/bfloat16, 64 of K per stage");
-    static_assert(c.bn == 128 || c.bn == 256 || (c.bn == 192 && !c.tf32),
-                  "hopper: 128 or 256 wide tiles, or 192 for half precision (three 64-column boxes)");
+    static_assert(c.bn == 128 || c.bn == 256 || c.bn == 192 || c.bn == 160,
+                  "hopper: half-precision tiles 128, 160, 192 or 256 wide (hopper.cuh's wgmma shapes)");
     if (p.dtype == at::kHalf)
       launch_layouts<c10::Half, c.bn, c.stages, kPingPong>(p, stream);
     else if (p.dtype == at::kBFloat16)

@@ -40,7 +40,8 @@
 //   A row-major (k-contiguous):      one box of 128 (m) x 64 (k);
 //   A column-major (m-contiguous):   two boxes of 64 (k) x 64 (m);
 //   B column-major (k-contiguous):   one box of BN (n) x 64 (k);
-//   B row-major (n-contiguous):      BN/64 boxes of 64 (k) x 64 (n).
+//   B row-major (n-contiguous):      BN/64 boxes of 64 (k) x 64 (n), rounded up (a 160-wide tile
+//                                    reads 3 and leaves the last one's extra 32 columns unused).
 // A consumer's 64 rows of A start 8 KB into the stage in both A layouts. The
 // wgmma descriptors (make_desc) say where each k16 slice starts (32 bytes
 // further along a k-contiguous row, 16 rows = 2 KB further in an m/n-contiguous box),
@@ -90,9 +91,11 @@ constexpr int kThreads = 384;     // producer + 2 consumer warpgroups
 constexpr int kConsumerWarps = 8;
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;  // 40*128 + 232*256 <= 64K registers
 
+// A stage holds A's 128 rows and B's BN rounded up to whole 64-row boxes (an n-contiguous B of a
+// 160-wide tile is read as 3 boxes of 64 columns, the last one half unused).
 template <int BN>
 constexpr int stage_bytes() {
-  return (kTileM + BN) * 128;
+  return (kTileM + (BN + 63) / 64 * 64) * 128;
 }
 // The epilogue's staging buffers: two per consumer warp, each one TMA-store
 // box of 16 rows x 128 bytes (64 half / 32 fp32 columns), 128-byte swizzled.
@@ -100,7 +103,7 @@ constexpr int kStoreRows = 16;
 constexpr int kStoreBoxBytes = kStoreRows * 128;
 constexpr int kStoreBytes = kConsumerWarps * 2 * kStoreBoxBytes;  // 32 KB
 // Dynamic shared memory: the ring of kStages stages (the table row's stages:
-// 4 x 48 KB for 128x256, 4 x 40 KB for 128x192, 6 x 32 KB for 128x128), the store buffers, 1 KB of
+// 4 x 48 KB for 128x256, 4 x 40 KB for 128x192 and 128x160, 6 x 32 KB for 128x128), the store buffers, 1 KB of
 // slack to align both to 1024 bytes (the swizzle atom), and the mbarriers.
 template <int BN, int kStages>
 constexpr int smem_bytes() {
@@ -197,10 +200,14 @@ __device__ __forceinline__ void fence_regs(float (&d)[R]) {
   TILELAB_WG_REGS96 ","                                                                \
   "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,"       \
   "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
+#define TILELAB_WG_REGS80 \
+  TILELAB_WG_REGS64 ","   \
+  "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79"
 #define TILELAB_F8(d, i) \
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
 #define TILELAB_F32(d, i) TILELAB_F8(d, i), TILELAB_F8(d, i + 8), TILELAB_F8(d, i + 16), TILELAB_F8(d, i + 24)
 #define TILELAB_F64(d, i) TILELAB_F32(d, i), TILELAB_F32(d, i + 32)
+#define TILELAB_F16(d, i) TILELAB_F8(d, i), TILELAB_F8(d, i + 8)
 // One wgmma.mma_async m64nBNk16, D += A * B, fp32 accumulators; kTransA/kTransB:
 // the operand is m/n-contiguous in shared memory.
 #define TILELAB_WGMMA(N, TY, REGS, DA, DB, SC, TA, TB, ...)                                        \
@@ -238,8 +245,13 @@ __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t desc_a, uint6
       TILELAB_WGMMA(192, "bf16", TILELAB_WG_REGS96, 96, 97, 98, 99, 100, TILELAB_F64(d, 0), TILELAB_F32(d, 64));
     else
       TILELAB_WGMMA(192, "f16", TILELAB_WG_REGS96, 96, 97, 98, 99, 100, TILELAB_F64(d, 0), TILELAB_F32(d, 64));
+  } else if constexpr (BN == 160) {
+    if constexpr (kBf16)
+      TILELAB_WGMMA(160, "bf16", TILELAB_WG_REGS80, 80, 81, 82, 83, 84, TILELAB_F64(d, 0), TILELAB_F16(d, 64));
+    else
+      TILELAB_WGMMA(160, "f16", TILELAB_WG_REGS80, 80, 81, 82, 83, 84, TILELAB_F64(d, 0), TILELAB_F16(d, 64));
   } else {
-    static_assert(BN == 128, "hopper: BN is 128, 192 (half precision) or 256");
+    static_assert(BN == 128, "hopper: BN is 128, 160, 192 (half precision) or 256");
     if constexpr (kBf16)
       TILELAB_WGMMA(128, "bf16", TILELAB_WG_REGS64, 64, 65, 66, 67, 68, TILELAB_F64(d, 0));
     else
@@ -250,10 +262,12 @@ __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t desc_a, uint6
 #undef TILELAB_WGMMA_TF32
 #undef TILELAB_F64
 #undef TILELAB_F32
+#undef TILELAB_F16
 #undef TILELAB_F8
 #undef TILELAB_WG_REGS128
 #undef TILELAB_WG_REGS96
 #undef TILELAB_WG_REGS64
+#undef TILELAB_WG_REGS80
 
 #endif  // TILELAB_HOPPER_DEVICE
 
@@ -371,8 +385,8 @@ __device__ __forceinline__ void bar_arrive(int id, int threads) {
 template <typename T, int BN, int kStages, bool kAK, bool kBK, bool kPingPong>
 __global__ void __launch_bounds__(hopper::kThreads, 1)
     hopper_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                  const __grid_constant__ CUtensorMap map_c, GemmArgs<T> p, int a_batch, int b_batch,
-                  int store_c) {
+                  const __grid_constant__ CUtensorMap map_c, const __grid_constant__ CUtensorMap map_c_tail,
+                  GemmArgs<T> p, int a_batch, int b_batch, int store_c) {
 #ifdef TILELAB_HOPPER_DEVICE
   using namespace hopper;
   static_assert(smem_bytes<BN, kStages>() <= kMaxSmemBytes, "hopper: the ring must fit in shared memory");
@@ -380,6 +394,11 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
   constexpr int kStageBytes = stage_bytes<BN>();
   constexpr int kABytes = kTileM * 128;
   constexpr int kTileK = tile_k<T>();  // also a box's extent along its contiguous dimension
+  static_assert(BN % 16 == 0 && (BN % 64 == 0 || sizeof(T) == 2), "hopper: BN a multiple of 16; of 64 for TF32");
+  // B's boxes: one of BN rows (k-contiguous), or BN / 64 rounded up of 64 columns (n-contiguous; the TMA
+  // fills the whole box, so the stage's expected bytes count whole boxes).
+  constexpr int kBBoxes = (BN + kTileK - 1) / kTileK;
+  constexpr int kTxBytes = kABytes + (kBK ? BN * 128 : kBBoxes * kBoxBytes);
   constexpr int kHalves = kPingPong ? 2 : 1;  // m64 halves of the tile one consumer warpgroup computes
   static_assert(sizeof(T) == 2 || (std::is_same_v<T, float> && kAK && kBK),
                 "hopper: 16-bit inputs, or k-contiguous fp32 (TF32)");
@@ -421,7 +440,7 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
           const int s = it % kStages;
           if (it >= kStages) mbar_wait(empty(s), ((it / kStages) + 1) & 1);
           const uint32_t sa = ring + s * kStageBytes, sb = sa + kABytes;
-          mbar_expect_tx(full(s), kStageBytes);
+          mbar_expect_tx(full(s), kTxBytes);
           const int k0 = kt * kTileK;
           if constexpr (kAK) {
             tma_load(sa, &map_a, full(s), k0, m0, za);
@@ -434,7 +453,7 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
             tma_load(sb, &map_b, full(s), k0, n0, zb);
           } else {
 #pragma unroll
-            for (int j = 0; j < BN / kTileK; ++j)
+            for (int j = 0; j < kBBoxes; ++j)
               tma_load(sb + j * kBoxBytes, &map_b, full(s), n0 + j * kTileK, k0, zb);
           }
         }
@@ -558,28 +577,37 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
         // the TMA's 128-byte swizzle, which also spreads a fragment's 8 rows over all 32 banks. This
         // thread's rows g and g + 8 (r % 8 = g) and columns 8 qq + 2t: the offset of qq = 0 (tb), and qq's
         // column is an XOR of the address with qq * 8 * size (a multiple of 16, no carry into the row).
+        // A tile whose width is not a whole number of boxes (160 = 2 x 64 + 32) ends in a
+        // narrower box, written unswizzled (rows of kTailCols elements) and stored through map_c_tail, whose
+        // box is that narrow: a full box would overwrite the next tile's first columns.
         constexpr int kSize = static_cast<int>(sizeof(T));
         constexpr int kBoxCols = 128 / kSize;
+        constexpr int kBoxes = (BN + kBoxCols - 1) / kBoxCols, kTailCols = BN % kBoxCols;
         const uint32_t tb = ((((2 * t * kSize) >> 4) ^ g) << 4) | ((2 * t * kSize) & 15);
-        const uint32_t box0 = staging + ((c * 4 + warp) * 2) * kStoreBoxBytes + g * 128 + tb;
+        const uint32_t boxes = staging + ((c * 4 + warp) * 2) * kStoreBoxBytes;  // this warp's two buffers
+        const uint32_t box0 = boxes + g * 128 + tb;
         // An even number of boxes a tile: every tile starts on buffer 0 (known at compile time); an odd
-        // number (128 x 192 half tiles: 3) carries the alternation from tile to tile.
-        if constexpr ((kHalves * BN / kBoxCols) % 2 == 0) box = 0;
+        // number (128 x 192 and 128 x 160 half tiles: 3) carries the alternation from tile to tile.
+        if constexpr ((kHalves * kBoxes) % 2 == 0) box = 0;
 #pragma unroll
         for (int h = 0; h < kHalves; ++h) {
           const int mrow0 = m0 + (kPingPong ? h : c) * 64 + warp * 16;
 #pragma unroll
-          for (int cb = 0; cb < BN / kBoxCols; ++cb, box ^= 1) {
+          for (int cb = 0; cb < kBoxes; ++cb, box ^= 1) {
+            const bool tail = kTailCols != 0 && cb == kBoxes - 1;  // known at compile time (unrolled)
             const uint32_t buf = box0 + box * kStoreBoxBytes;  // + this thread's row g and column 2t
             // The store issued two boxes ago (from this buffer) has read it.
             if (lane == 0) bulk_wait_read<1>();
             __syncwarp();
 #pragma unroll
             for (int qq = 0; qq < kBoxCols / 8; ++qq) {
+              if (tail && qq * 8 >= kTailCols) break;
               const int q = cb * (kBoxCols / 8) + qq;
 #pragma unroll
               for (int r = 0; r < 2; ++r) {
-                const uint32_t at = (buf + r * 8 * 128) ^ static_cast<uint32_t>(qq * 8 * kSize);
+                const uint32_t at =
+                    tail ? boxes + box * kStoreBoxBytes + ((g + 8 * r) * kTailCols + 8 * qq + 2 * t) * kSize
+                         : (buf + r * 8 * 128) ^ static_cast<uint32_t>(qq * 8 * kSize);
                 const float x = d[h][4 * q + 2 * r], y = d[h][4 * q + 2 * r + 1];
                 if constexpr (std::is_same_v<T, float>) {
                   asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(x), "f"(y) : "memory");
@@ -591,7 +619,7 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
             fence_async_smem();
             __syncwarp();
             if (lane == 0) {  // (lane 0: g = t = 0, buf is the box itself)
-              tma_store(&map_c, buf, n0 + cb * kBoxCols, mrow0, bz);
+              tma_store(tail ? &map_c_tail : &map_c, buf, n0 + cb * kBoxCols, mrow0, bz);
               bulk_commit();
             }
           }
