@@ -250,12 +250,14 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
       std::ostringstream why;
       why << "sm_90, the fullest last wave: " << wn / std::min<int64_t>(bn, p.N) << " round(s) of 128x" << bn
           << " tiles on " << sms << " SMs, " << wn << " columns an SM, against " << w128 << " for 128x128, "
-          << w256 << " for 128x256"
-          << (narrow ? " and " + std::to_string(w192) + " for 128x192, over K of more than 48 steps" : std::string())
-          << (narrow ? " (H200, bf16 weight gradients over K = 12608 tokens: 3072x768 0.095 ms vs 0.099 for "
-                       "hopper_128x192x64, 768x3072 0.093 vs 0.100; 3072x768 over 4096: 0.035 vs 0.036)"
-                     : " (H200, bf16 4096x3072x768: 0.031 ms vs 0.039 for hopper_pingpong_128x128x64 and 0.037 "
-                       "for hopper_128x256x64; 12608x3072x768 0.090 vs 0.101 and 0.109)");
+          << w256 << " for 128x256";
+      if (narrow)
+        why << " and " << w192 << " for 128x192, over K of more than 48 steps (H200, bf16 weight gradients over "
+               "K = 12608 tokens: 3072x768 0.095 ms vs 0.099 for hopper_128x192x64, 768x3072 0.093 vs 0.100; "
+               "3072x768 over 4096: 0.035 vs 0.036)";
+      else
+        why << " (H200, bf16 4096x3072x768: 0.031 ms vs 0.039 for hopper_pingpong_128x128x64 and 0.037 for "
+               "hopper_128x256x64; 12608x3072x768 0.090 vs 0.101 and 0.109)";
       ch = pick(narrow ? kHopper160 : kHopper192, why.str());
       if (ch.cfg) return ch;
     }

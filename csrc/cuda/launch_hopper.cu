@@ -101,7 +101,7 @@ void launch_one(const GemmProblem& p0, cudaStream_t stream) {
               "tilelab: internal error: an activation for the hopper register epilogue (the host applies it)");
   const CUtensorMap map_c = store_c ? make_map(p.c, p.dtype, p.N, p.M, p.batch, p.sc_m, p.sc_b, hopper::kStoreRows)
                                     : map_b;  // unused
-  constexpr int kTailCols = BN % (128 / static_cast<int>(sizeof(T)));
+  constexpr int kTailCols = hopper::store_tail_cols<T, BN>();
   const CUtensorMap map_c_tail = store_c && kTailCols > 0 ? make_map(p.c, p.dtype, p.N, p.M, p.batch, p.sc_m, p.sc_b,
                                                                      hopper::kStoreRows, kTailCols)
                                                           : map_c;  // unused
@@ -172,8 +172,6 @@ void launch_hopper(const KernelConfig& row, const GemmProblem& p) {
     }
     static_assert(c.tf32 || (c.dtypes == (kF16 | kBF16) && c.bk == hopper::tile_k<c10::Half>()),
                   "half rows: float16/bfloat16, 64 of K per stage");
-    static_assert(c.bn == 128 || c.bn == 256 || c.bn == 192 || c.bn == 160,
-                  "hopper: half-precision tiles 128, 160, 192 or 256 wide (hopper.cuh's wgmma shapes)");
     if (p.dtype == at::kHalf)
       launch_layouts<c10::Half, c.bn, c.stages, kPingPong>(p, stream);
     else if (p.dtype == at::kBFloat16)

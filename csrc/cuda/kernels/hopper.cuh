@@ -87,6 +87,12 @@ constexpr int tile_k() {
   return 128 / static_cast<int>(sizeof(T));
 }
 constexpr int kBoxBytes = 64 * 128;  // a 64 (rows) x 128-byte box
+// The columns of a tile's last TMA-store box when BN is not a whole number of 128-byte boxes (128x160
+// half tiles: 32), else 0: that box is stored unswizzled through a map of its own (launch_hopper.cu).
+template <typename T, int BN>
+constexpr int store_tail_cols() {
+  return BN % tile_k<T>();
+}
 constexpr int kThreads = 384;     // producer + 2 consumer warpgroups
 constexpr int kConsumerWarps = 8;
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;  // 40*128 + 232*256 <= 64K registers
@@ -581,8 +587,8 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
         // narrower box, written unswizzled (rows of kTailCols elements) and stored through map_c_tail, whose
         // box is that narrow: a full box would overwrite the next tile's first columns.
         constexpr int kSize = static_cast<int>(sizeof(T));
-        constexpr int kBoxCols = 128 / kSize;
-        constexpr int kBoxes = (BN + kBoxCols - 1) / kBoxCols, kTailCols = BN % kBoxCols;
+        constexpr int kBoxCols = kTileK;  // a box is 128 bytes wide
+        constexpr int kBoxes = (BN + kBoxCols - 1) / kBoxCols, kTailCols = store_tail_cols<T, BN>();
         const uint32_t tb = ((((2 * t * kSize) >> 4) ^ g) << 4) | ((2 * t * kSize) & 15);
         const uint32_t boxes = staging + ((c * 4 + warp) * 2) * kStoreBoxBytes;  // this warp's two buffers
         const uint32_t box0 = boxes + g * 128 + tb;
