@@ -23,7 +23,7 @@ namespace tilelab {
 namespace {
 
 constexpr int kHopper256 = row_index("hopper_128x256x64"), kHopper128 = row_index("hopper_128x128x64");
-constexpr int kHopper192 = row_index("hopper_128x192x64"), kHopper160 = row_index("hopper_128x160x64");
+constexpr int kHopper192 = row_index("hopper_128x192x64");
 constexpr int kHopperPingPong = row_index("hopper_pingpong_128x128x64");
 constexpr int kHopperTf32_256 = row_index("hopper_tf32_128x256x32"), kHopperTf32_128 = row_index("hopper_tf32_128x128x32");
 constexpr int kTc256 = row_index("tensorcore_128x256x64"), kTc128 = row_index("tensorcore_128x128x32"),
@@ -236,29 +236,19 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   if (half || tf32_hopper) {
     const int64_t ksteps = (p.K + 63) / 64;
     // The last wave: an SM's work is its rounds of tiles times the columns a tile computes, for the
-    // 128-row tilings 128, 160, 192 and 256 wide. Where 192 needs at most 90% of 128's and 256's (N = 768:
-    // 1 round of 192 against 2 of 128 or 1 of 256 at M = 4096), its fuller last wave wins; 160 in its place
-    // where it needs at most 90% of 192's over a K of more than 48 steps (a k-step of 160 columns costs ~12%
-    // more per column than 192's: 3072 x 768 is 120 tiles of 128x160 or 96 of 128x192, 0.95x the time;
-    // measured on weight gradients only, and a shorter K is ping-pong's below).
+    // 128-row tilings 128, 192 and 256 wide. Where 192 needs at most 90% of the others' (N = 768:
+    // 1 round of 192 against 2 of 128 or 1 of 256 at M = 4096), its fuller last wave wins.
+    // (hopper_128x160x64 is not a candidate: on 3072 x 768 weight gradients it beats 128x192 on an H200
+    // and loses to it on an H100, which this rule cannot tell apart; tune() picks it per GPU.)
     const auto work = [&](int bn) { return (tiles(p, 128, bn) + sms - 1) / sms * std::min<int64_t>(bn, p.N); };
-    const int64_t w128 = work(128), w160 = work(160), w192 = work(192), w256 = work(256);
-    const bool narrow = ksteps > 48 && 10 * w160 <= 9 * w192;
-    const int64_t wn = narrow ? w160 : w192;
-    if (half && 10 * wn <= 9 * std::min(w128, w256)) {
-      const int bn = narrow ? 160 : 192;
+    const int64_t w128 = work(128), w192 = work(192), w256 = work(256);
+    if (half && 10 * w192 <= 9 * std::min(w128, w256)) {
       std::ostringstream why;
-      why << "sm_90, the fullest last wave: " << wn / std::min<int64_t>(bn, p.N) << " round(s) of 128x" << bn
-          << " tiles on " << sms << " SMs, " << wn << " columns an SM, against " << w128 << " for 128x128, "
-          << w256 << " for 128x256";
-      if (narrow)
-        why << " and " << w192 << " for 128x192, over K of more than 48 steps (H200, bf16 weight gradients over "
-               "K = 12608 tokens: 3072x768 0.095 ms vs 0.099 for hopper_128x192x64, 768x3072 0.093 vs 0.100; "
-               "3072x768 over 4096: 0.035 vs 0.036)";
-      else
-        why << " (H200, bf16 4096x3072x768: 0.031 ms vs 0.039 for hopper_pingpong_128x128x64 and 0.037 for "
-               "hopper_128x256x64; 12608x3072x768 0.090 vs 0.101 and 0.109)";
-      ch = pick(narrow ? kHopper160 : kHopper192, why.str());
+      why << "sm_90, the fullest last wave: " << w192 / std::min<int64_t>(192, p.N) << " round(s) of 128x192 tiles on "
+          << sms << " SMs, " << w192 << " columns an SM, against " << w128 << " for 128x128 and " << w256
+          << " for 128x256 (H200, bf16 4096x3072x768: 0.031 ms vs 0.039 for hopper_pingpong_128x128x64 and 0.037 "
+             "for hopper_128x256x64; 12608x3072x768 0.090 vs 0.101 and 0.109)";
+      ch = pick(kHopper192, why.str());
       if (ch.cfg) return ch;
     }
     // 128-wide tiles need at most 80% of the columns an SM computes with 128x256 ones: a last wave of

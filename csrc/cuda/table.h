@@ -67,8 +67,9 @@ inline constexpr KernelConfig kConfigs[] = {
   {"hopper_128x128x64",          "hopper",          Family::Hopper,    128, 128, 128, 64,  8, 1,  384, 6, 0, kF16 | kBF16, 90, false, "wgmma m64n128k16 (fp32 acc) + TMA, 128B swizzle, 6-stage mbarrier ring, producer + 2 consumer warpgroups"},
   // 160 wide: a fuller last wave where 192 leaves SMs idle (DeepGEMM's unaligned BLOCK_N): a 3072 x 768 weight
   // gradient is 120 tiles of 128x160 on 132 SMs against 96 of 128x192. A tile's last box is 32 columns wide
-  // (stored through its own map). A 112-wide row was slower than 128x128 everywhere it was tried, even with
-  // 126 tiles against 108 (H200, bf16 2304x768 over K = 12608: 0.081 ms vs 0.076).
+  // (stored through its own map). No rule picks it (variant= or tune() do): bf16 3072 x 768 over K = 12608,
+  // 0.095 ms vs 0.099 for 128x192 on an H200, 0.119 vs 0.099 on an H100. A 112-wide row was slower than
+  // 128x128 everywhere it was tried, even with 126 tiles against 108 (H200, 2304 x 768: 0.081 ms vs 0.076).
   {"hopper_128x160x64",          "hopper",          Family::Hopper,    160, 128, 160, 64,  8, 1,  384, 4, 0, kF16 | kBF16, 90, false, "wgmma m64n160k16 (fp32 acc) + TMA, 128B swizzle, 4-stage mbarrier ring, producer + 2 consumer warpgroups"},
   // ping-pong (warps 4 x 1): each consumer warpgroup computes whole 128x128 tiles, the two taking turns on the
   // tensor cores, so one's epilogue runs under the other's MMAs.
