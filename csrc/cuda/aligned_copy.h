@@ -78,14 +78,15 @@ __global__ void transpose_kernel(const T* __restrict__ in, T* __restrict__ out, 
   }
 }
 
-// An fp32 operand `o` of p (A if is_a) copied transposed into a fresh buffer
-// with 16-byte aligned rows, so that its other dimension becomes the contiguous
-// one: k-contiguous <-> m/n-contiguous (TF32 wgmma reads only k-contiguous
-// operands; the blocked kernels' fast path wants an m/n-contiguous B). One
-// bandwidth-bound pass; a broadcast batch (stride 0) is copied once and stays
-// broadcast.
+// An operand `o` of p (A if is_a) copied transposed into a fresh buffer with
+// 16-byte aligned rows, so that its other dimension becomes the contiguous
+// one: k-contiguous <-> m/n-contiguous (TF32 wgmma and gemv_mma read only
+// k-contiguous operands; the blocked kernels' fast path wants an
+// m/n-contiguous B). One bandwidth-bound pass; a broadcast batch (stride 0) is
+// copied once and stays broadcast.
 inline void flip_contiguity(GemmProblem& p, Operand& o, bool is_a) {
-  TORCH_CHECK(p.dtype == at::kFloat, "tilelab: flip_contiguity copies fp32 operands");
+  TORCH_CHECK(p.dtype == at::kFloat || p.dtype == at::kHalf || p.dtype == at::kBFloat16,
+              "tilelab: flip_contiguity copies fp32, fp16 and bf16 operands");
   const int64_t mn = is_a ? p.M : p.N;
   // Stored as [batch][rows][cont], unit stride along cont, `ld` between rows.
   const int64_t rows = o.k_contiguous ? mn : p.K, cont = o.k_contiguous ? p.K : mn;
@@ -94,13 +95,16 @@ inline void flip_contiguity(GemmProblem& p, Operand& o, bool is_a) {
   const int64_t batch = broadcast ? 1 : p.batch;
   TORCH_CHECK(rows < (int64_t{1} << 31) && cont < (int64_t{1} << 31) && batch <= 65535,
               "tilelab: operand too large to transpose");
-  const int64_t ld_pad = (rows + 3) / 4 * 4;
-  const auto opts = at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, c10::cuda::current_device());
+  const int64_t vec = 16 / static_cast<int64_t>(c10::elementSize(p.dtype));
+  const int64_t ld_pad = (rows + vec - 1) / vec * vec;
+  const auto opts = at::TensorOptions().dtype(p.dtype).device(at::kCUDA, c10::cuda::current_device());
   at::Tensor dst = at::empty({batch, cont, ld_pad}, opts);
   const dim3 grid((cont + 31) / 32, (rows + 31) / 32, batch), block(32, 8);
-  transpose_kernel<float><<<grid, block, 0, at::cuda::getCurrentCUDAStream().stream()>>>(
-      static_cast<const float*>(o.data), dst.data_ptr<float>(), static_cast<int>(rows), static_cast<int>(cont), ld,
-      batch == 1 ? 0 : o.s_batch, ld_pad, cont * ld_pad);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p.dtype, "tilelab_flip_contiguity", [&] {
+    transpose_kernel<scalar_t><<<grid, block, 0, at::cuda::getCurrentCUDAStream().stream()>>>(
+        static_cast<const scalar_t*>(o.data), dst.data_ptr<scalar_t>(), static_cast<int>(rows),
+        static_cast<int>(cont), ld, batch == 1 ? 0 : o.s_batch, ld_pad, cont * ld_pad);
+  });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   o.keep = dst;
   o.data = dst.data_ptr();

@@ -170,23 +170,6 @@ __device__ __forceinline__ uint32_t lds32(uint32_t addr) {
   return v;
 }
 
-template <typename T>
-__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  if constexpr (std::is_same_v<T, c10::BFloat16>) {
-    asm(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-}
-
 __device__ __forceinline__ void mma1688_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   asm(
       "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -383,7 +366,7 @@ __global__ void __launch_bounds__(kWarpsM * kWarpsN * 32, tc::min_blocks<kWarpsM
         for (int j = 0; j < NI; ++j) {
           // Serpentine over n so consecutive MMAs share a fragment register.
           const int jj = (i % 2) ? NI - 1 - j : j;
-          if constexpr (kHalf) tc::mma16816<T>(acc[i][jj], af[kk % 2][i], bf[kk % 2][jj][0], bf[kk % 2][jj][1]);
+          if constexpr (kHalf) mma16816<T>(acc[i][jj], af[kk % 2][i], bf[kk % 2][jj][0], bf[kk % 2][jj][1]);
           else tc::mma1688_tf32(acc[i][jj], af[kk % 2][i], bf[kk % 2][jj][0], bf[kk % 2][jj][1]);
         }
     }
