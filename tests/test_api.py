@@ -263,6 +263,8 @@ def test_kernels_table_columns():
             # (cooperative: 8 x 1 warps) or take turns with whole tiles (ping-pong: 4 x 1 warps each)
             assert k.threads == 384 and (wm, wn) in ((8, 1), (4, 1)), k
             assert (wm == 4) == (k.variant == "hopper_pingpong"), k
+        elif k.family == "gemv_mma":  # one warp tile covering the block tile: threads / 32 warps split K
+            assert (wm, wn) == (1, 1) and k.threads % 32 == 0 and k.stages >= 2, k
         elif wm:  # MMA/FMA warps
             assert k.threads == 32 * wm * wn, k
         else:   # one thread per output

@@ -133,10 +133,17 @@ def test_hopper_only_on_sm90():
 
 
 def test_decode_goes_to_gemv():
-    """One row of x @ W.t() in half precision, up to 16 in IEEE fp32."""
-    assert explain_described(*linear(1, 4096, 4096), **H200).kernel == "gemv_16x8"
+    """x @ W.t() with up to 16 rows: half precision on gemv_mma while both operands' rows are 16-byte
+    aligned, IEEE fp32 on gemv; more rows, another layout or a misaligned view go to the tile kernels."""
+    for M in (1, 5, 16):
+        assert explain_described(*linear(M, 4096, 4096), **H200).kernel.startswith("gemv_mma_")
+        assert explain_described(*linear(M, 4096, 4096, torch.float16), **H200).kernel.startswith("gemv_mma_")
     assert explain_described(*linear(16, 4096, 4096, torch.float32), **H200).kernel == "gemv_16x8"
-    assert explain_described(*linear(16, 4096, 4096), **H200).kernel.startswith("hopper_")
+    assert explain_described(*linear(17, 4096, 4096), **H200).kernel.startswith("hopper_")
+    assert explain_described(*mm(4, 4096, 4096), **H200).kernel.startswith("hopper_")  # W (K, N): n-contiguous
+    x = torch.empty(4, 4097, dtype=BF16)[:, 1:]  # rows start 2 bytes past 16-byte boundaries
+    assert explain_described(x, torch.empty(4096, 4096, dtype=BF16).t(), **H200).kernel.startswith("hopper_")
+    assert explain_described(*linear(4, 4096, 4096), **A100).kernel.startswith("gemv_mma_")
 
 
 def test_split_k_for_k_heavy():

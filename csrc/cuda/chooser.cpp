@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <iomanip>
 #include <mutex>
 #include <sstream>
@@ -30,7 +31,7 @@ constexpr int kTc256 = row_index("tensorcore_128x256x64"), kTc128 = row_index("t
               kTc64 = row_index("tensorcore_64x64x32");
 constexpr int kTcTf32_256 = row_index("tensorcore_tf32_128x256x32"),
               kTcTf32_128 = row_index("tensorcore_tf32_128x128x16"), kTcTf32_64 = row_index("tensorcore_tf32_64x64x16");
-constexpr int kGemv = row_index("gemv_16x8");
+constexpr int kGemv = row_index("gemv_16x8"), kGemvMma = row_index("gemv_mma_16x32x64");
 constexpr int kTiled32 = row_index("tiled_32x32x32"), kTiled16 = row_index("tiled_16x16x16"),
               kTiled8 = row_index("tiled_8x8x8");
 
@@ -42,6 +43,15 @@ constexpr std::pair<int, int64_t> kBlockedRates[] = {
     {row_index("blocked_64x128x8"), 112},
     {row_index("blocked_k16_64x64x16"), 100},
 };
+
+// Every row (and matrix) of the operand starts 16-byte aligned: what the 16-byte loads of gemv_mma need
+// without a copy (its launcher copies an operand that is not).
+bool rows_aligned(const Operand& o, const GemmProblem& p) {
+  const int64_t esz = static_cast<int64_t>(c10::elementSize(p.dtype));
+  const int64_t ld = o.k_contiguous ? o.s_mn : o.s_k;
+  return reinterpret_cast<uintptr_t>(o.data) % 16 == 0 && (ld * esz) % 16 == 0 &&
+         (p.batch == 1 || (o.s_batch * esz) % 16 == 0);
+}
 
 // The bm x bn tiles of the whole problem: every matrix of a batch is in the grid.
 int64_t tiles(const GemmProblem& p, int bm, int bn) {
@@ -211,17 +221,20 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   // A 256-wide tiling must not cover more than 25% more of C than a 128-wide one.
   const bool n_fits_256 = 4 * ((p.N + 255) / 256 * 256) <= 5 * ((p.N + 127) / 128 * 128);
 
-  // --- few rows with k-contiguous operands (decoding: x @ W.t()): the gemv row
-  // streams W once with 16-byte loads. IEEE fp32 up to 16 rows; half precision
-  // only a single row (at 4 rows the hopper rows are as fast, at 16 five times faster).
-  const bool decode = p.a.k_contiguous && p.b.k_contiguous &&
-                      ((p.dtype == c10::ScalarType::Float && !p.allow_tf32 && p.M <= 16) || (half && p.M == 1));
-  if (decode) {
-    ch = pick(kGemv, half ? "half precision, one row with k-contiguous operands (x @ W.t()): a warp per output column "
-                            "streams W once (H200, bf16 1x4096x14336: 0.054 ms vs 0.093 for hopper_128x128x64)"
-                          : "fp32, M <= 16 with k-contiguous operands (x @ W.t()): a warp per output column streams W "
-                            "once (H200: 1x4096x4096 0.031 ms vs 0.187 for blocked_k16_64x64x16, 16x14336x4096 0.330 "
-                            "vs 0.693)");
+  // --- few rows with k-contiguous operands (decoding: x @ W.t()): W streamed
+  // once. Half precision on the tensor cores (gemv_mma) while both operands'
+  // rows are 16-byte aligned (else the launcher would copy W); IEEE fp32 on
+  // the gemv row, a warp per output column.
+  const bool k_cont = p.a.k_contiguous && p.b.k_contiguous;
+  if (half && k_cont && p.M <= 16 && rows_aligned(p.a, p) && rows_aligned(p.b, p)) {
+    ch = pick(kGemvMma, "half precision, M <= 16 with k-contiguous, 16-byte aligned operands (x @ W.t()): swap-AB "
+                        "mma.sync streams W once (H200, bf16, per call under CUDA graphs: 1x4096x14336 0.034 ms, 3.5 "
+                        "TB/s of W, vs 0.049 for hopper_128x128x64; 16x4096x14336 0.037 vs 0.050)");
+    if (ch.cfg) return ch;
+  }
+  if (k_cont && p.dtype == c10::ScalarType::Float && !p.allow_tf32 && p.M <= 16) {
+    ch = pick(kGemv, "fp32, M <= 16 with k-contiguous operands (x @ W.t()): a warp per output column streams W once "
+                     "(H200: 1x4096x4096 0.031 ms vs 0.187 for blocked_k16_64x64x16, 16x14336x4096 0.330 vs 0.693)");
     if (ch.cfg) return ch;
   }
 

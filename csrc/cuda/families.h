@@ -32,7 +32,8 @@ inline constexpr bool kBuiltWithCuda = false;
   X(Blocked, blocked, kBuiltWithCuda)     \
   X(TensorCore, tensorcore, kBuiltWithCuda) \
   X(Hopper, hopper, kBuiltWithCuda && kBuiltForSm90a) \
-  X(Gemv, gemv, kBuiltWithCuda)
+  X(Gemv, gemv, kBuiltWithCuda)           \
+  X(GemvMma, gemv_mma, kBuiltWithCuda)
 
 #define TILELAB_FAMILY_ENUM(E, n, c) E,
 enum class Family : int { TILELAB_FAMILIES(TILELAB_FAMILY_ENUM) };

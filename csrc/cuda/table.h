@@ -78,6 +78,12 @@ inline constexpr KernelConfig kConfigs[] = {
   {"hopper_tf32_128x128x32",     "hopper_tf32",     Family::Hopper,    128, 128, 128, 32,  8, 1,  384, 6, 0, kF32,         90, true,  "TF32 wgmma m64n128k8 (needs precision 'high') + TMA, 6-stage ring, k-contiguous operands (others copied transposed)"},
   // gemv: few rows (decoding); a warp per output column, 16-byte loads along K, bm rows per block.
   {"gemv_16x8",                  "gemv",            Family::Gemv,       16,  16,   8,  0,  1, 8,  256, 0, 0, kAllFloat,     0, false, "a warp per output column of up to 16 rows: 16-byte loads along K (k-contiguous operands), warp-shuffle reduction"},
+  // gemv_mma: few rows in half precision on the tensor cores, swap-AB (W's rows on mma.sync's M, x's rows on its
+  // N): persistent blocks of 16 x bn tiles (bn / 16 groups of 16 W rows sharing x's pieces), threads / 32 warps
+  // splitting K, each lane streaming bk of K a round through a `stages`-deep cp.async ring of its own (fewer stages
+  // in the same bytes above 8 rows). On an H200 a 16-row tile, 1 to 3 K chunks a round and 4 to 16 stages all stream
+  // 117 MB of W at 3.3-3.6 TB/s; 32 rows halve x's L2 reads at 16 rows (16x4096x14336: 0.037 ms vs 0.045).
+  {"gemv_mma_16x32x64",          "gemv_mma",        Family::GemvMma,    32,  16,  32,  64,  1, 1,  256, 4, 0, kF16 | kBF16, 80, false, "mma.sync m16n8k16 swap-AB (W rows on M, x rows on N), persistent: 16-byte pieces straight into fragments, 8 warps split K, 4-stage per-lane cp.async ring"},
 };
 // clang-format on
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
