@@ -146,6 +146,21 @@ def test_decode_goes_to_gemv():
     assert explain_described(*linear(4, 4096, 4096), **A100).kernel.startswith("gemv_mma_")
 
 
+def test_tiny_products_take_one_launch():
+    """Up to 2^16 multiply-adds a matrix with K <= 256 and rows not 16-byte aligned: the gemv row,
+    which reads them in place (the tile rows would copy them first); aligned rows and fp64 keep
+    the tile rules."""
+    for dtype in (BF16, torch.float16, torch.float32):
+        for M, K, N in ((1, 1, 1), (5, 5, 5), (63, 15, 63), (3, 255, 1)):
+            assert explain_described(*mm(M, K, N, dtype), **H200).kernel == "gemv_16x8", (dtype, M, K, N)
+        assert explain_described(*mm(5, 5, 5, dtype, batch=1000), **H200).kernel == "gemv_16x8"
+        assert explain_described(*linear(5, 5, 5, dtype), **H200).kernel == "gemv_16x8"
+        assert explain_described(*mm(16, 16, 16, dtype), **H200).kernel != "gemv_16x8"  # aligned rows
+        assert explain_described(*mm(5, 257, 5, dtype), **H200).kernel != "gemv_16x8"  # K > 256
+    assert explain_described(*mm(70, 15, 70), **H200).kernel != "gemv_16x8"  # 73500 multiply-adds
+    assert explain_described(*mm(5, 5, 5, torch.float64), **H200).kernel == "tiled_16x16x16"
+
+
 def test_split_k_for_k_heavy():
     """A 64 x 64 output over K = 65536 leaves SMs idle: K in slices, reduced in a fixed order."""
     e = explain_described(*mm(64, 65536, 64, torch.float32), **H200)

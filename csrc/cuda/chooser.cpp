@@ -221,6 +221,18 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   // A 256-wide tiling must not cover more than 25% more of C than a 128-wide one.
   const bool n_fits_256 = 4 * ((p.N + 255) / 256 * 256) <= 5 * ((p.N + 127) / 128 * 128);
 
+  // --- tiny products (at most 2^16 multiply-adds a matrix, K <= 256) whose rows are not 16-byte aligned
+  // (K = 5 half rows are 10 bytes): launch-bound, and the tile rows would copy the operands first. The gemv
+  // row reads any strides in place: one launch, no copies, no workspace, at most 8 scalar K steps a lane.
+  // (With aligned rows the tile rows are faster: bf16 16x16x16 2.6 us vs 6.0; fp64 keeps tiled_16x16x16.)
+  if ((half || p.dtype == c10::ScalarType::Float) && p.M * p.N * p.K <= 65536 && p.K <= 256 &&
+      !(rows_aligned(p.a, p) && rows_aligned(p.b, p))) {
+    ch = pick(kGemv, "a tiny product (M*N*K <= 2^16, K <= 256) with rows not 16-byte aligned: one launch of the "
+                     "gemv row, operands read in place (H200, per call under CUDA graphs: bf16 5x5x5 2.7 us vs 4.6 "
+                     "for tensorcore_64x64x32, which copies them first; fp32 3.4 vs 5.0 for blocked_k16_64x64x16)");
+    if (ch.cfg) return ch;
+  }
+
   // --- few rows with k-contiguous operands (decoding: x @ W.t()): W streamed
   // once. Half precision on the tensor cores (gemv_mma) while both operands'
   // rows are 16-byte aligned (else the launcher would copy W); IEEE fp32 on
