@@ -143,7 +143,10 @@ def test_decode_goes_to_gemv():
     assert explain_described(*mm(4, 4096, 4096), **H200).kernel.startswith("hopper_")  # W (K, N): n-contiguous
     x = torch.empty(4, 4097, dtype=BF16)[:, 1:]  # rows start 2 bytes past 16-byte boundaries
     assert explain_described(x, torch.empty(4096, 4096, dtype=BF16).t(), **H200).kernel.startswith("hopper_")
-    assert explain_described(*linear(4, 4096, 4096), **A100).kernel.startswith("gemv_mma_")
+    # gemv_mma's ring is sized for sm_90's 227 KB of shared memory a block: compute capability 8.0 has 163 KB.
+    assert explain_described(*linear(4, 4096, 4096), **A100).kernel.startswith("tensorcore_")
+    with pytest.raises(RuntimeError, match="compute capability 9.0"):
+        explain_described(*linear(4, 4096, 4096), variant="gemv_mma", **A100)
 
 
 def test_tiny_products_take_one_launch():

@@ -1,4 +1,5 @@
-// The gemv_mma family (mma.sync, sm_80+): each table row x {bf16, fp16}.
+// The gemv_mma family (mma.sync, sm_80+ instructions; its rows sized for sm_90's shared memory): each
+// table row x {bf16, fp16} x {up to 8 rows, more}.
 //
 // The kernel reads both operands k-contiguous with 16-byte aligned rows: an
 // operand that is not (a column-major x, a W stored (K, N) like transformers'
@@ -19,22 +20,53 @@ namespace tilelab {
 
 namespace {
 
-// Blocks of `kernel` (with `smem` bytes) resident per SM on the current device, asked once per device.
-template <typename Kernel>
-int resident_blocks(Kernel kernel, int threads, int smem) {
-  static int cached[64] = {};
+// One kernel on p: persistent, every block resident, each with the same number of tiles (the last with
+// the rest). The blocks an SM holds are asked once per device (a static per instantiation).
+template <typename T, int kWarps, int kU, int kStages, int kR, bool kTwo>
+void launch_kernel(const GemmProblem& p, int64_t tiles, cudaStream_t stream) {
+  constexpr auto kernel = gemv_mma_kernel<T, kWarps, kU, kStages, kR, kTwo>;
+  constexpr int smem = gemv_mma::smem_bytes<kWarps, kU, kStages, kR, kTwo>();
+  allow_smem(kernel, smem);
+  static int resident[64] = {};
   const int dev = c10::cuda::current_device();
-  if (dev < 64 && cached[dev] > 0) return cached[dev];
-  int n = 0;
-  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem));
-  n = std::max(n, 1);
-  if (dev < 64) cached[dev] = n;
-  return n;
+  int per_sm = dev < 64 ? resident[dev] : 0;
+  if (per_sm == 0) {
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, smem));
+    per_sm = std::max(per_sm, 1);
+    if (dev < 64) resident[dev] = per_sm;
+  }
+  const int64_t slots = static_cast<int64_t>(at::cuda::getCurrentDeviceProperties()->multiProcessorCount) * per_sm;
+  const int64_t per = (tiles + slots - 1) / slots;
+  const int64_t grid = (tiles + per - 1) / per;
+  kernel<<<static_cast<unsigned>(grid), kWarps * 32, smem, stream>>>(device_args<T>(p), per);
+}
+
+// The shared memory a block of row kRow takes: its ring and sums, the larger of its two variants.
+template <int kRow>
+constexpr int row_smem() {
+  constexpr KernelConfig c = kConfigs[kRow];
+  constexpr int kWarps = c.threads / 32, kU = c.bk / 32, kR = c.bn / 16;
+  constexpr int kStagesTwo = gemv_mma::stages_two<c.stages, kR>();
+  return std::max(gemv_mma::smem_bytes<kWarps, kU, c.stages, kR, false>(),
+                  gemv_mma::smem_bytes<kWarps, kU, kStagesTwo, kR, true>());
 }
 
 }  // namespace
 
-std::string gemv_mma_cannot_run(const KernelConfig&, const GemmProblem&, const DeviceInfo&) { return ""; }
+std::string gemv_mma_cannot_run(const KernelConfig& row, const GemmProblem&, const DeviceInfo& d) {
+  if (d.index < 0) return "";  // a described GPU: the row's min_sm stands for its shared memory
+  static int optin[64] = {};   // per device, asked once
+  int limit = d.index < 64 ? optin[d.index] : 0;
+  if (limit == 0) {
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, d.index));
+    if (d.index < 64) optin[d.index] = limit;
+  }
+  int need = 0;
+  visit_family<Family::GemvMma>(row, [&](auto r) { need = row_smem<decltype(r)::value>(); });
+  if (need <= limit) return "";
+  return std::string(row.name) + " needs " + std::to_string(need / 1024) + " KB of shared memory a block but " +
+         d.label() + " (" + d.name + ") allows " + std::to_string(limit / 1024) + " KB";
+}
 
 void launch_gemv_mma(const KernelConfig& row, const GemmProblem& p0) {
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
@@ -46,35 +78,21 @@ void launch_gemv_mma(const KernelConfig& row, const GemmProblem& p0) {
                   "gemv_mma: bk is the K a lane quad streams per round (32 per 16-byte piece), through >= 2 stages");
     static_assert(c.dtypes == (kF16 | kBF16) && c.min_sm >= 80, "gemv_mma: mma.sync bf16/fp16 needs sm_80");
     constexpr int kWarps = c.threads / 32, kU = c.bk / 32, kR = c.bn / 16;
-    // More than 8 rows: a fourth piece per chunk, in the same ring bytes (fewer stages).
-    constexpr int kStagesTwo =
-        std::max(2, c.stages * gemv_mma::pieces<kR, false>() / gemv_mma::pieces<kR, true>());
-    static_assert(gemv_mma::smem_bytes<kWarps, kU, c.stages, kR, false>() <= 227 * 1024 &&
-                      gemv_mma::smem_bytes<kWarps, kU, kStagesTwo, kR, true>() <= 227 * 1024,
-                  "gemv_mma: the ring and the sums fit an SM's 227 KB");
+    constexpr int kStagesTwo = gemv_mma::stages_two<c.stages, kR>();  // more than 8 rows
+    static_assert(row_smem<decltype(r)::value>() <= 227 * 1024, "gemv_mma: the ring and the sums fit sm_90's 227 KB");
+    static_assert(c.min_sm >= 90 || row_smem<decltype(r)::value>() <= 163 * 1024,
+                  "gemv_mma: a ring above sm_80's 163 KB a block needs min_sm 90");
     GemmProblem p = p0;
     if (!p.a.k_contiguous) flip_contiguity(p, p.a, true);
     if (!p.b.k_contiguous) flip_contiguity(p, p.b, false);
     align_operand_rows(p);
     const int64_t tiles = (p.M + c.bm - 1) / c.bm * ((p.N + c.bn - 1) / c.bn) * p.batch;
-    const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-    auto run = [&](auto kernel, int smem, auto tag) {
-      using T = decltype(tag);
-      allow_smem(kernel, smem);
-      // Persistent: every block resident, each with the same number of tiles (the last with the rest).
-      const int64_t slots = static_cast<int64_t>(sms) * resident_blocks(kernel, c.threads, smem);
-      const int64_t per = (tiles + slots - 1) / slots;
-      const int64_t grid = (tiles + per - 1) / per;
-      kernel<<<static_cast<unsigned>(grid), c.threads, smem, stream>>>(device_args<T>(p), per);
-    };
     auto with_rows = [&](auto tag) {
       using T = decltype(tag);
       if (p.M > 8)
-        run(gemv_mma_kernel<T, kWarps, kU, kStagesTwo, kR, true>,
-            gemv_mma::smem_bytes<kWarps, kU, kStagesTwo, kR, true>(), tag);
+        launch_kernel<T, kWarps, kU, kStagesTwo, kR, true>(p, tiles, stream);
       else
-        run(gemv_mma_kernel<T, kWarps, kU, c.stages, kR, false>,
-            gemv_mma::smem_bytes<kWarps, kU, c.stages, kR, false>(), tag);
+        launch_kernel<T, kWarps, kU, c.stages, kR, false>(p, tiles, stream);
     };
     if (p.dtype == at::kHalf)
       with_rows(c10::Half{});

@@ -63,6 +63,12 @@ template <int kR, bool kTwo>
 constexpr int pieces() {
   return 2 * kR + (kTwo ? 2 : 1);
 }
+// Above 8 rows a chunk has one more piece: the same ring bytes hold fewer stages.
+template <int kStages, int kR>
+constexpr int stages_two() {
+  constexpr int s = kStages * pieces<kR, false>() / pieces<kR, true>();
+  return s > 2 ? s : 2;
+}
 // Shared memory of a block: the ring (16 bytes per lane per piece), then the warps' sums.
 template <int kWarps, int kU, int kStages, int kR, bool kTwo>
 constexpr int ring_bytes() {
