@@ -56,6 +56,17 @@ struct GemmProblem {
   float* partial = nullptr;
 };
 
+// Every row start (and every batch start) of an operand is 16-byte aligned: what 16-byte loads,
+// cp.async and TMA read without a copy (aligned_copy.h makes one where they are not).
+inline bool rows_aligned16(const void* ptr, int64_t ld, int64_t batch_stride, int64_t batch, size_t elem) {
+  return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && (ld * static_cast<int64_t>(elem)) % 16 == 0 &&
+         (batch == 1 || (batch_stride * static_cast<int64_t>(elem)) % 16 == 0);
+}
+// The same for operand o of p, along its contiguous dimension.
+inline bool rows_aligned16(const Operand& o, const GemmProblem& p) {
+  return rows_aligned16(o.data, o.k_contiguous ? o.s_mn : o.s_k, o.s_batch, p.batch, c10::elementSize(p.dtype));
+}
+
 // ---------------------------------------------------------------- validation
 // `batched`: 3-D operands (tiled_bmm), else 2-D. `bias` may be null.
 inline void check_gemm_inputs(const char* op, const at::Tensor* bias, const at::Tensor& a, const at::Tensor& b,

@@ -27,12 +27,6 @@
 
 namespace tilelab {
 
-// Every row start (and every batch start) of the operand is 16-byte aligned.
-inline bool rows_aligned16(const void* ptr, int64_t ld, int64_t batch_stride, int64_t batch, size_t elem) {
-  return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && (ld * static_cast<int64_t>(elem)) % 16 == 0 &&
-         (batch == 1 || (batch_stride * static_cast<int64_t>(elem)) % 16 == 0);
-}
-
 // Operand `o` of p (A if is_a) in aligned rows: copied where its rows are not.
 inline void align_operand(GemmProblem& p, Operand& o, bool is_a) {
   const size_t esz = c10::elementSize(p.dtype);

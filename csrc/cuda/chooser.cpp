@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdint>
 #include <iomanip>
 #include <mutex>
 #include <sstream>
@@ -43,15 +42,6 @@ constexpr std::pair<int, int64_t> kBlockedRates[] = {
     {row_index("blocked_64x128x8"), 112},
     {row_index("blocked_k16_64x64x16"), 100},
 };
-
-// Every row (and matrix) of the operand starts 16-byte aligned: what the 16-byte loads of gemv_mma need
-// without a copy (its launcher copies an operand that is not).
-bool rows_aligned(const Operand& o, const GemmProblem& p) {
-  const int64_t esz = static_cast<int64_t>(c10::elementSize(p.dtype));
-  const int64_t ld = o.k_contiguous ? o.s_mn : o.s_k;
-  return reinterpret_cast<uintptr_t>(o.data) % 16 == 0 && (ld * esz) % 16 == 0 &&
-         (p.batch == 1 || (o.s_batch * esz) % 16 == 0);
-}
 
 // The bm x bn tiles of the whole problem: every matrix of a batch is in the grid.
 int64_t tiles(const GemmProblem& p, int bm, int bn) {
@@ -226,7 +216,7 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   // row reads any strides in place: one launch, no copies, no workspace, at most 8 scalar K steps a lane.
   // (With aligned rows the tile rows are faster: bf16 16x16x16 2.6 us vs 6.0; fp64 keeps tiled_16x16x16.)
   if ((half || p.dtype == c10::ScalarType::Float) && p.M * p.N * p.K <= 65536 && p.K <= 256 &&
-      !(rows_aligned(p.a, p) && rows_aligned(p.b, p))) {
+      !(rows_aligned16(p.a, p) && rows_aligned16(p.b, p))) {
     ch = pick(kGemv, "a tiny product (M*N*K <= 2^16, K <= 256) with rows not 16-byte aligned: one launch of the "
                      "gemv row, operands read in place (H200, per call under CUDA graphs: bf16 5x5x5 2.7 us vs 4.6 "
                      "for tensorcore_64x64x32, which copies them first; fp32 3.4 vs 5.0 for blocked_k16_64x64x16)");
@@ -238,7 +228,7 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   // rows are 16-byte aligned (else the launcher would copy W); IEEE fp32 on
   // the gemv row, a warp per output column.
   const bool k_cont = p.a.k_contiguous && p.b.k_contiguous;
-  if (half && k_cont && p.M <= 16 && rows_aligned(p.a, p) && rows_aligned(p.b, p)) {
+  if (half && k_cont && p.M <= 16 && rows_aligned16(p.a, p) && rows_aligned16(p.b, p)) {
     ch = pick(kGemvMma, "half precision, M <= 16 with k-contiguous, 16-byte aligned operands (x @ W.t()): swap-AB "
                         "mma.sync streams W once (H200, bf16, per call under CUDA graphs: 1x4096x14336 0.034 ms, 3.5 "
                         "TB/s of W, vs 0.049 for hopper_128x128x64; 16x4096x14336 0.037 vs 0.050)");

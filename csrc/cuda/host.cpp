@@ -32,6 +32,7 @@ const DeviceInfo& device_info(int index) {
     d->sm = prop->major * 10 + prop->minor;
     d->num_sms = prop->multiProcessorCount;
     d->max_threads_per_block = prop->maxThreadsPerBlock;
+    d->max_smem_per_block = static_cast<int>(prop->sharedMemPerBlockOptin);
     cache[index] = std::move(d);
   }
   return *cache[index];

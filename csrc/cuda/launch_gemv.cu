@@ -17,10 +17,7 @@ void launch_gemv(const KernelConfig& row, const GemmProblem& p) {
     static_assert(c.warps_m == 1 && c.bn == c.warps_n && c.threads == 32 * c.warps_n,
                   "gemv: a warp per output column, bn columns per block");
     // 16-byte loads need both operands k-contiguous with 16-byte aligned rows.
-    const size_t esz = c10::elementSize(p.dtype);
-    const bool vec = p.a.k_contiguous && p.b.k_contiguous &&
-                     rows_aligned16(p.a.data, p.a.s_mn, p.a.s_batch, p.batch, esz) &&
-                     rows_aligned16(p.b.data, p.b.s_mn, p.b.s_batch, p.batch, esz);
+    const bool vec = p.a.k_contiguous && p.b.k_contiguous && rows_aligned16(p.a, p) && rows_aligned16(p.b, p);
     const dim3 grid = grid_for(p, c.bm, c.bn);
     TILELAB_DISPATCH_FLOATS(p.dtype, "tilelab_gemv", [&] {
       const auto args = device_args<scalar_t>(p);

@@ -21,16 +21,17 @@ namespace tilelab {
 namespace {
 
 // One kernel on p: persistent, every block resident, each with the same number of tiles (the last with
-// the rest). The blocks an SM holds are asked once per device (a static per instantiation).
+// the rest). The shared-memory opt-in and the blocks an SM holds: once per device (a static per
+// instantiation).
 template <typename T, int kWarps, int kU, int kStages, int kR, bool kTwo>
 void launch_kernel(const GemmProblem& p, int64_t tiles, cudaStream_t stream) {
   constexpr auto kernel = gemv_mma_kernel<T, kWarps, kU, kStages, kR, kTwo>;
   constexpr int smem = gemv_mma::smem_bytes<kWarps, kU, kStages, kR, kTwo>();
-  allow_smem(kernel, smem);
   static int resident[64] = {};
   const int dev = c10::cuda::current_device();
   int per_sm = dev < 64 ? resident[dev] : 0;
   if (per_sm == 0) {
+    allow_smem(kernel, smem);
     C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, smem));
     per_sm = std::max(per_sm, 1);
     if (dev < 64) resident[dev] = per_sm;
@@ -54,18 +55,12 @@ constexpr int row_smem() {
 }  // namespace
 
 std::string gemv_mma_cannot_run(const KernelConfig& row, const GemmProblem&, const DeviceInfo& d) {
-  if (d.index < 0) return "";  // a described GPU: the row's min_sm stands for its shared memory
-  static int optin[64] = {};   // per device, asked once
-  int limit = d.index < 64 ? optin[d.index] : 0;
-  if (limit == 0) {
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, d.index));
-    if (d.index < 64) optin[d.index] = limit;
-  }
+  if (d.max_smem_per_block == 0) return "";  // a described GPU: the row's min_sm stands for its shared memory
   int need = 0;
   visit_family<Family::GemvMma>(row, [&](auto r) { need = row_smem<decltype(r)::value>(); });
-  if (need <= limit) return "";
+  if (need <= d.max_smem_per_block) return "";
   return std::string(row.name) + " needs " + std::to_string(need / 1024) + " KB of shared memory a block but " +
-         d.label() + " (" + d.name + ") allows " + std::to_string(limit / 1024) + " KB";
+         d.label() + " (" + d.name + ") allows " + std::to_string(d.max_smem_per_block / 1024) + " KB";
 }
 
 void launch_gemv_mma(const KernelConfig& row, const GemmProblem& p0) {
