@@ -49,14 +49,11 @@ struct GemmProblem {
   // is "high" or "medium", exactly when torch.mm would use TF32.
   bool allow_tf32 = false;
   // Split-K (CUDA): the kernel computes `splits` slices of K, each into its own
-  // fp32 (batch, M, N) slab of `partial`; the slabs are added in a fixed order,
-  // then the bias and the activation, either by a second pass (split_reduce.cu)
-  // or, with `tile_flags` (one zeroed arrival counter per (batch, tile)), by
-  // the kernel itself: the last slice of a tile to finish. 1: no split, C is
-  // written directly.
+  // fp32 (batch, M, N) slab of `partial`, without bias or activation; a second
+  // pass (split_reduce.cu) adds the slabs in a fixed order, then the bias and
+  // the activation. 1: no split, C is written directly.
   int splits = 1;
   float* partial = nullptr;
-  int* tile_flags = nullptr;
 };
 
 // Every row start (and every batch start) of an operand is 16-byte aligned: what 16-byte loads,

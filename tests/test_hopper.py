@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import tilelab_torch
-from conftest import (ACT_REFS, HALF, LAYOUTS, TOL, TOL_TF32, check_misaligned_views, check_odd_shape, fresh_seed,
+from conftest import (HALF, LAYOUTS, TOL, TOL_TF32, check_misaligned_views, check_odd_shape, fresh_seed,
                       kernel_runs_here, rel_err)
 
 pytestmark = pytest.mark.gpu
@@ -132,88 +132,6 @@ def test_persistent_many_tiles(high, config):
             got = torch.ops.tilelab.tiled_addmm(bias, p, q, variant=config)
             err = float((got.double() - ref).norm() / ref.norm())
             assert err <= tol, f"{config} addmm, {splits} K slices: {err:.3g}, seed={seed}"
-    finally:
-        torch.ops.tilelab._set_split_k(None)
-
-
-def _reduces_in_kernel(k):
-    """The rows whose kernel adds split-K slices itself (launch.h, row_reduces_in_kernel: cooperative,
-    up to 192 wide), mirrored here as the test's expectation."""
-    return k.warps[0] == 8 and k.block[1] <= 192
-
-
-@pytest.mark.parametrize("config", ROW_NAMES + TF32_NAMES)
-def test_split_k_in_kernel(high, config):
-    """Split-K with C 16-byte aligned and at most 8 slices: each tile's last slice adds the slabs
-    in split order (rows that can), then bias and activation once, through the TMA store; ragged
-    M/N edges, a batch, bitwise equal calls. 9 slices, and an output whose rows are not 16-byte
-    aligned, take the second pass."""
-    k = next(k for k in ROWS if k.name == config)
-    dtype = torch.float32 if k.tf32 else torch.bfloat16
-    tol = TOL_TF32 if k.tf32 else TOL[dtype]
-    seed = fresh_seed()
-    # K = 4608: 72 (half) or 144 (TF32) k-tiles, which 2, 3, 8 and 9 slices divide.
-    x = torch.randn(300, 4608, device="cuda", dtype=dtype)  # 3 row tiles, the last 44 rows
-    w = torch.randn(264, 4608, device="cuda", dtype=dtype)  # 264 columns: ragged against 128/160/192
-    b = torch.randn(264, device="cuda", dtype=dtype)
-    xb = torch.randn(3, 200, 4608, device="cuda", dtype=dtype)
-    yb = torch.randn(3, 4608, 136, device="cuda", dtype=dtype)
-    scale = (x.double().abs() @ w.double().abs().t() + b.double().abs()).max()
-    try:
-        for splits in (2, 3, 8, 9):
-            torch.ops.tilelab._set_split_k(splits)
-            e = tilelab_torch.explain(x, w.t(), variant=config)
-            in_kernel = "by each tile's last slice" in e.reason
-            assert e.details["split_k"] == splits and (in_kernel or "by a second pass" in e.reason), e
-            assert in_kernel == (splits <= 8 and _reduces_in_kernel(k)), e
-            for act in (None, "gelu", "silu"):
-                out = torch.ops.tilelab.tiled_linear(x, w, b, activation=act, variant=config)
-                ref = ACT_REFS[act](torch.nn.functional.linear(x.double(), w.double(), b.double()))
-                err = float((out.double() - ref).abs().max() / scale)
-                assert err <= tol, f"{config} {splits} slices act={act}: {err:.3g}, seed={seed}"
-                again = torch.ops.tilelab.tiled_linear(x, w, b, activation=act, variant=config)
-                assert torch.equal(out, again), f"{config} {splits} slices act={act}: two calls differ"
-            got = torch.ops.tilelab.tiled_bmm(xb, yb, variant=config)
-            ref = xb.double() @ yb.double()
-            err = float((got.double() - ref).norm() / (xb.double().abs() @ yb.double().abs()).norm())
-            assert err <= tol, f"{config} bmm, {splits} slices: {err:.3g}, seed={seed}"
-        torch.ops.tilelab._set_split_k(3)
-        w70 = w[:70].contiguous()  # 70 columns: C's rows are not 16-byte aligned
-        e = tilelab_torch.explain(x, w70.t(), variant=config)
-        assert "by a second pass" in e.reason, e
-        out = torch.ops.tilelab.tiled_linear(x, w70, b[:70], activation="gelu", variant=config)
-        ref = ACT_REFS["gelu"](torch.nn.functional.linear(x.double(), w70.double(), b[:70].double()))
-        assert float((out.double() - ref).abs().max() / scale) <= tol
-    finally:
-        torch.ops.tilelab._set_split_k(None)
-
-
-def test_split_k_in_kernel_under_cuda_graph():
-    """The in-kernel reduction's counters are zeroed on the stream: a replayed graph gives the
-    eager result, every replay."""
-    row = next((k.name for k in ROWS if not k.tf32 and _reduces_in_kernel(k)), None)
-    if row is None:
-        pytest.skip("no hopper row reduces split-K in the kernel")
-    x = torch.randn(128, 2048, device="cuda", dtype=torch.bfloat16)
-    w = torch.randn(512, 2048, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(512, device="cuda", dtype=torch.bfloat16)
-    try:
-        torch.ops.tilelab._set_split_k(4)
-        assert "by each tile's last slice" in tilelab_torch.explain(x, w.t(), variant=row).reason
-        eager = torch.ops.tilelab.tiled_linear(x, w, b, activation="silu", variant=row)
-        g = torch.cuda.CUDAGraph()
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            torch.ops.tilelab.tiled_linear(x, w, b, activation="silu", variant=row)  # warm-up
-            with torch.cuda.graph(g):
-                out = torch.ops.tilelab.tiled_linear(x, w, b, activation="silu", variant=row)
-        torch.cuda.current_stream().wait_stream(s)
-        for _ in range(3):
-            out.fill_(float("nan"))
-            g.replay()
-            torch.cuda.synchronize()
-            assert torch.equal(out, eager)
     finally:
         torch.ops.tilelab._set_split_k(None)
 

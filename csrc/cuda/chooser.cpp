@@ -54,14 +54,12 @@ int64_t tiles(const GemmProblem& p, int bm, int bn) {
 // (per-SM rates of the H200: wgmma 7500 flop/ns half, 3750 TF32; mma.sync
 // 4900 / 2450; fp32 FMA 500). All SMs together read each operand byte from HBM
 // once (~4.8 TB/s, an H200's; the tiles that share a panel find it in L2), which
-// bounds the whole product. A split adds the reduction. In the kernel (hopper,
-// launch.h reduces_in_kernel): a zeroed counter per tile, every slice writing
-// its fp32 tile and the last one reading the s - 1 others, at an SM's rate.
-// Else a second pass: a launch plus writing and reading s fp32 slabs of the
-// output at ~3 TB/s. Estimates, not measurements: they only have to rank 1
-// against s slices where one wave leaves SMs idle.
+// bounds the whole product. A split adds the reduction: a launch plus writing
+// and reading s fp32 slabs of the output at ~3 TB/s. Estimates, not
+// measurements: they only have to rank 1 against s slices where one wave leaves
+// SMs idle.
 constexpr double kBlockFixedNs = 2000, kReduceLaunchNs = 3000, kSmBytesPerNs = 100, kHbmBytesPerNs = 4800,
-                 kReduceBytesPerNs = 3000, kInKernelFixedNs = 1000;
+                 kReduceBytesPerNs = 3000;
 constexpr int64_t kMaxSlabBytes = int64_t{256} << 20;  // workspace cap
 
 double mma_flop_per_ns(const KernelConfig& c, c10::ScalarType dtype) {
@@ -80,10 +78,8 @@ double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, 
   const double flops = 2.0 * c.bm * c.bn * k_span;
   const double block_ns = kBlockFixedNs + std::max(bytes / kSmBytesPerNs, flops / mma_flop_per_ns(c, p.dtype));
   const double hbm_ns = static_cast<double>(p.M + p.N) * p.K * p.batch * esize / kHbmBytesPerNs;
-  const double tile_bytes = 4.0 * std::min<int64_t>(c.bm, p.M) * std::min<int64_t>(c.bn, p.N);
-  const double reduce_ns = s == 1                        ? 0.0
-                           : reduces_in_kernel(c, p, s) ? kInKernelFixedNs + s * tile_bytes / kSmBytesPerNs
-                                                        : kReduceLaunchNs + 2.0 * s * p.batch * p.M * p.N * 4 / kReduceBytesPerNs;
+  const double reduce_ns =
+      s == 1 ? 0.0 : kReduceLaunchNs + 2.0 * s * p.batch * p.M * p.N * 4 / kReduceBytesPerNs;
   return std::max(waves * block_ns, hbm_ns) + reduce_ns;
 }
 
@@ -115,8 +111,7 @@ int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d
   best = (kt + per - 1) / per;
   if (best <= 1) return 1;
   std::ostringstream os;
-  os << "; split-K: K in " << best << " slices of " << per * c.bk << ", added in a fixed order "
-     << (reduces_in_kernel(c, p, best) ? "by each tile's last slice" : "by a second pass") << " ("
+  os << "; split-K: K in " << best << " slices of " << per * c.bk << ", reduced in a fixed order ("
      << (forced > 0 ? "forced by _set_split_k" : "estimated ") ;
   if (forced <= 0)
     os << static_cast<int64_t>(est_ns(c, p, d, best) / 1000) << " us vs " << static_cast<int64_t>(est_ns(c, p, d, 1) / 1000)

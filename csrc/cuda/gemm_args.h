@@ -16,10 +16,7 @@
 // grid's z, or the persistent tile list), a block computes the k-tiles of its
 // split (scheduler.cuh) and stores its raw fp32
 // sums into slab (split * batch + b) of `partial` (each slab M x N,
-// contiguous); bias and act are then unset and applied by the reduction --
-// unless `flags` is set: then the kernel reduces in place (hopper), one
-// arrival counter per (batch, tile) in `flags`, zeroed by the host, and the
-// last slice to arrive adds the slabs and applies bias and act itself.
+// contiguous); bias and act are then unset and applied by the reduction.
 #include <cstdint>
 
 #include "../activation.h"
@@ -41,7 +38,6 @@ struct GemmArgs {
   int batch;               // matrices in this launch (batch * splits layers of work)
   int splits;              // slices of K (1: none)
   float* __restrict__ partial;  // the split-K slabs, nullptr when splits == 1
-  int* flags;                   // split-K reduced in the kernel: per-tile arrival counters, else nullptr
 };
 
 }  // namespace tilelab

@@ -57,30 +57,10 @@ constexpr bool family_tile_epilogue(Family f) {
   return f == Family::Hopper || f == Family::TensorCore || f == Family::Blocked;
 }
 
-// Whether the hopper kernels can write p's C through their TMA-store
-// epilogue: C's rows and batches 16-byte aligned, no per-element bias
-// (launch_hopper.cu).
-bool hopper_stores_c(const GemmProblem& p);
-// Whether they do, and so apply p.act themselves: hopper_stores_c, and one
-// slice of K or split-K reduced in the kernel (a second pass's slices store
-// raw sums).
-inline bool hopper_fuses_activation(const GemmProblem& p) {
-  return hopper_stores_c(p) && (p.splits <= 1 || p.tile_flags != nullptr);
-}
-
-// Split-K reduced in the kernel: the last slice of a tile to finish adds the
-// others' slabs, then stores C through the TMA epilogue (hopper's cooperative
-// rows up to 192 wide, whose registers hold the running sums: kernels/hopper.cuh,
-// hopper::reduces_in_kernel). It reads them alone, so past a few slices a
-// second pass over every SM (split_reduce.cu) is faster; the chooser's
-// estimate (chooser.cpp) prices both.
-constexpr int kMaxSplitsInKernel = 8;
-constexpr bool row_reduces_in_kernel(const KernelConfig& c) {
-  return c.family == Family::Hopper && c.warps_m == 8 && c.bn <= 192;
-}
-inline bool reduces_in_kernel(const KernelConfig& c, const GemmProblem& p, int64_t splits) {
-  return row_reduces_in_kernel(c) && splits > 1 && splits <= kMaxSplitsInKernel && hopper_stores_c(p);
-}
+// Whether the hopper kernels write p's output through their TMA-store
+// epilogue (C's rows and batches 16-byte aligned, no per-element bias, one
+// slice of K), which applies p.act itself (launch_hopper.cu).
+bool hopper_fuses_activation(const GemmProblem& p);
 
 // Whether family f's kernel (with split-K, its reduction) applies p.act: every
 // family but the tile families' register epilogues; else gemm_cuda applies it
@@ -114,7 +94,7 @@ GemmArgs<T> device_args(const GemmProblem& p) {
                      static_cast<const T*>(p.bias), static_cast<int>(p.M), static_cast<int>(p.N),
                      static_cast<int>(p.K), p.a.s_mn, p.a.s_k, p.a.s_batch, p.b.s_k, p.b.s_mn, p.b.s_batch,
                      p.sc_m, p.sc_b, p.sbias_m, p.sbias_n, p.sbias_b, p.act, static_cast<int>(p.batch),
-                     p.splits, p.partial, p.tile_flags};
+                     p.splits, p.partial};
 }
 
 namespace detail {

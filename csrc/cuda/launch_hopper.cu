@@ -130,11 +130,13 @@ void launch_layouts(const GemmProblem& p, cudaStream_t stream) {
 }  // namespace
 
 // The TMA-store epilogue (hopper.cuh), which also applies the activation: C's rows and batches 16-byte
-// aligned, no per-element bias (a column bias is added in registers).
-bool hopper_stores_c(const GemmProblem& p) {
+// aligned, no per-element bias (a column bias is added in registers), not a split-K slice (slabs are
+// stored from registers).
+bool hopper_fuses_activation(const GemmProblem& p) {
   const int64_t esz = static_cast<int64_t>(c10::elementSize(p.dtype));
-  return (p.bias == nullptr || p.sbias_m == 0) && reinterpret_cast<uintptr_t>(p.c) % 16 == 0 &&
-         (p.sc_m * esz) % 16 == 0 && (p.batch == 1 || (p.sc_b * esz) % 16 == 0);
+  return p.partial == nullptr && p.splits <= 1 && (p.bias == nullptr || p.sbias_m == 0) &&
+         reinterpret_cast<uintptr_t>(p.c) % 16 == 0 && (p.sc_m * esz) % 16 == 0 &&
+         (p.batch == 1 || (p.sc_b * esz) % 16 == 0);
 }
 
 std::string hopper_cannot_run(const KernelConfig& row, const GemmProblem&, const DeviceInfo& d) {
@@ -161,8 +163,6 @@ void launch_hopper(const KernelConfig& row, const GemmProblem& p) {
                   "hopper: 8 consumer warps of 16 rows on a tile, or 4 of 32 rows (ping-pong)");
     static_assert(!kPingPong || (!c.tf32 && c.bn == 128), "hopper: ping-pong rows are half precision, 128 x 128");
     static_assert(c.min_sm == 90 && c.pad == 0, "wgmma and TMA need sm_90(a); the swizzle replaces padding");
-    static_assert(row_reduces_in_kernel(c) == hopper::reduces_in_kernel<c.bn, kPingPong>(),
-                  "hopper: the host and the kernel agree on which rows reduce split-K in the kernel");
     if constexpr (c.tf32) {
       static_assert(c.dtypes == kF32 && c.bk == hopper::tile_k<float>(), "TF32 rows: fp32, 32 of K per stage");
       TORCH_CHECK(p.dtype == at::kFloat, "tilelab: ", c.name, " needs float32 inputs");

@@ -1,5 +1,4 @@
-// The second pass of split-K (scheduler.cuh) where the kernel does not reduce
-// in place (launch.h, reduces_in_kernel): C = act(sum over splits of the
+// The second pass of split-K (scheduler.cuh): C = act(sum over splits of the
 // fp32 slabs + bias), the slabs added in split order 0, 1, ... so the result
 // does not depend on which block finished first (no atomics): the same inputs
 // give bitwise the same output every call. The bias, the activation and the
@@ -64,28 +63,15 @@ void launch_reduce(const GemmProblem& p, const float* slabs, int splits, cudaStr
 void split_k_gemm(const KernelConfig& row, const GemmProblem& p) {
   TORCH_CHECK(p.splits > 1 && p.dtype != at::kDouble, "tilelab: split-K needs splits > 1 and a float/half dtype");
   // The workspace comes from PyTorch's caching allocator on the current
-  // stream: no synchronisation, and CUDA-graph capturable. In-kernel
-  // reduction: the slabs, then one arrival counter per (batch, tile), zeroed
-  // on the stream (a memset node under CUDA graphs).
-  const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
-  const bool in_kernel = reduces_in_kernel(row, p, p.splits);
-  const int64_t slab_elems = p.splits * p.batch * p.M * p.N;
-  const int64_t tiles = in_kernel ? p.batch * ((p.M + row.bm - 1) / row.bm) * ((p.N + row.bn - 1) / row.bn) : 0;
-  const at::Tensor slabs = at::empty({slab_elems + tiles},
+  // stream: no synchronisation, and CUDA-graph capturable.
+  const at::Tensor slabs = at::empty({p.splits * p.batch * p.M * p.N},
                                      at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, at::cuda::current_device()));
-  if (in_kernel) {
-    GemmProblem q = p;
-    q.partial = slabs.data_ptr<float>();
-    q.tile_flags = reinterpret_cast<int*>(q.partial + slab_elems);
-    C10_CUDA_CHECK(cudaMemsetAsync(q.tile_flags, 0, tiles * sizeof(int), stream));
-    launch(row, q);
-    return;
-  }
   GemmProblem slices = p;  // raw sums: bias and activation wait for the reduction
   slices.partial = slabs.data_ptr<float>();
   slices.bias = nullptr;
   slices.act = Activation::None;
   launch(row, slices);
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
   switch (p.dtype) {
     case at::kFloat: launch_reduce<float>(p, slabs.data_ptr<float>(), p.splits, stream); break;
     case at::kHalf: launch_reduce<c10::Half>(p, slabs.data_ptr<float>(), p.splits, stream); break;

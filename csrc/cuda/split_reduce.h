@@ -1,15 +1,14 @@
 #pragma once
-// Split-K on the host: the slices into a workspace, then the reduction --
-// in the kernel where it can (launch.h, reduces_in_kernel), else a second
-// pass (split_reduce.cu). The chooser sets GemmProblem::splits, for the tile
+// Split-K on the host: the slices into a workspace, then the reduction
+// (split_reduce.cu). The chooser sets GemmProblem::splits, for the tile
 // families only (launch.h, family_tile_epilogue).
 #include "../gemm.h"
 #include "table.h"
 
 namespace tilelab {
 
-// Runs row's kernel on p.splits slices of K into a fp32 workspace; they are
-// added in split order with p's bias and activation into p.c.
+// Runs row's kernel on p.splits slices of K into a fp32 workspace, then adds
+// them in order with p's bias and activation into p.c.
 void split_k_gemm(const KernelConfig& row, const GemmProblem& p);
 
 }  // namespace tilelab

@@ -110,10 +110,10 @@ constexpr int kStoreBoxBytes = kStoreRows * 128;
 constexpr int kStoreBytes = kConsumerWarps * 2 * kStoreBoxBytes;  // 32 KB
 // Dynamic shared memory: the ring of kStages stages (the table row's stages:
 // 4 x 48 KB for 128x256, 4 x 40 KB for 128x192 and 128x160, 6 x 32 KB for 128x128), the store buffers, 1 KB of
-// slack to align both to 1024 bytes (the swizzle atom), the mbarriers, and a split-K tile's arrival ticket.
+// slack to align both to 1024 bytes (the swizzle atom), and the mbarriers.
 template <int BN, int kStages>
 constexpr int smem_bytes() {
-  return kStages * stage_bytes<BN>() + kStoreBytes + 1024 + 2 * 8 * kStages + 4;
+  return kStages * stage_bytes<BN>() + kStoreBytes + 1024 + 2 * 8 * kStages;
 }
 constexpr int kMaxSmemBytes = 227 * 1024;  // dynamic shared memory a block may have on sm_90
 
@@ -351,15 +351,6 @@ __device__ __forceinline__ void activate_all(Activation act, float (&d)[R]) {
 // warpgroup c may start a tile's MMAs once barrier kOrderBar + c completes, i.e.
 // once the other warpgroup has finished the MMAs of its previous tile.
 constexpr int kOrderBar = 1;
-// The barrier of the two consumer warpgroups around a split-K tile's arrival (in-kernel reduction).
-constexpr int kFixBar = 3;
-// Which rows reduce split-K in the kernel: the last slice's running sums (32 floats a thread) fit beside the
-// accumulators of the cooperative rows up to 192 wide without spilling; 128 x 256 and ping-pong (128
-// accumulators a thread) leave their slices to a second pass (launch.h: row_reduces_in_kernel).
-template <int BN, bool kPingPong>
-constexpr bool reduces_in_kernel() {
-  return !kPingPong && BN <= 192;
-}
 #ifdef TILELAB_HOPPER_DEVICE
 __device__ __forceinline__ void bar_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
@@ -426,8 +417,6 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
   const uint32_t bars = staging + kStoreBytes;  // full[s] at bars + 8s, empty[s] at bars + 8(kStages + s)
   auto full = [&](int s) { return bars + 8 * s; };
   auto empty = [&](int s) { return bars + 8 * (kStages + s); };
-  // A split-K tile's arrival ticket (in-kernel reduction), shared by the consumers (after the mbarriers).
-  int* const ticket = reinterpret_cast<int*>(hp_smem + (bars + 16 * kStages - raw));
   // A stage is released by every consumer warp that read it: both warpgroups'
   // (cooperative) or the one warpgroup's whose tile it holds (ping-pong).
   constexpr int kReleases = kPingPong ? kConsumerWarps / 2 : kConsumerWarps;
@@ -566,88 +555,6 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
       // group q, (g, 8q+2t), (g, 8q+2t+1), (g+8, 8q+2t), (g+8, 8q+2t+1).
       const int m0 = w.tm * kTileM, n0 = w.tn * BN, bz = w.batch;
       GemmArgs<T> out = p;
-      if (p.partial != nullptr) {
-        // A split-K slice: its raw fp32 sums into its slab. An interior tile (every row < M, every
-        // column < N) without a test, one base address per row and the columns as immediate offsets.
-        if (m0 + kTileM <= p.M && n0 + BN <= p.N && p.N % 2 == 0) {
-#pragma unroll
-          for (int h = 0; h < kHalves; ++h)
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-              const int m = m0 + (kPingPong ? h : c) * 64 + warp * 16 + g + 8 * r;
-              float* prow = slab_row(p, w.split, bz, m) + n0 + 2 * t;
-#pragma unroll
-              for (int q = 0; q < BN / 8; ++q) store_vec2(prow + 8 * q, d[h][4 * q + 2 * r], d[h][4 * q + 2 * r + 1]);
-            }
-        } else {
-#pragma unroll
-          for (int h = 0; h < kHalves; ++h)
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-              const int m = m0 + (kPingPong ? h : c) * 64 + warp * 16 + g + 8 * r;
-              if (m >= p.M) continue;
-              const auto row = output_row<EpiTile<true>>(p, bz, m, w.split);
-#pragma unroll
-              for (int q = 0; q < BN / 8; ++q)
-                row.store_pair(n0 + 8 * q + 2 * t, d[h][4 * q + 2 * r], d[h][4 * q + 2 * r + 1], vec);
-            }
-        }
-        if (p.flags == nullptr) continue;  // a second pass adds the slabs (split_reduce.cu)
-        if constexpr (reduces_in_kernel<BN, kPingPong>()) {
-          // In-kernel reduction: the tile's slices count their arrivals (p.flags, zeroed by the host); the
-          // last to arrive adds all of them in split order 0, 1, ..., so the sum does not depend on which
-          // arrived last (the same inputs give bitwise the same output, and the same as the second pass's),
-          // and goes on to the epilogue below. Nobody waits for anybody.
-          __threadfence();  // this slice's slab is visible before its arrival is counted
-          bar_sync(kFixBar, 256);  // both consumer warpgroups have stored
-          if (c == 0 && warp == 0 && lane == 0)
-            *ticket = atomicAdd(p.flags + (static_cast<int64_t>(bz) * sched.tiles_m + w.tm) * sched.tiles_n + w.tn, 1);
-          bar_sync(kFixBar, 256);
-          if (*reinterpret_cast<volatile int*>(ticket) != p.splits - 1) continue;  // not the last
-          __threadfence();
-          // Every slice's slab in split order, this one's too (its registers hold the same bits): d is then
-          // the running sum, and a slice's loads are all in flight at once (up to 16 column groups of both
-          // rows a round: 32 loads a thread; two rounds a slice for 160 and 192 wide tiles).
-          constexpr int kFixQ = BN / 8 <= 16 ? BN / 8 : BN / 16;
-          static_assert((BN / 8) % kFixQ == 0, "hopper: column groups in whole chunks");
-          const bool full = m0 + kTileM <= p.M && n0 + BN <= p.N && p.N % 2 == 0;
-          const int mr = m0 + c * 64 + warp * 16 + g;
-#pragma unroll
-          for (int q = 0; q < BN / 2; ++q) d[0][q] = 0.0f;
-#pragma unroll
-          for (int q0 = 0; q0 < BN / 8; q0 += kFixQ) {
-            for (int s = 0; s < p.splits; ++s) {
-              float2 v[2][kFixQ];
-              const float* src[2] = {slab_row(p, s, bz, mr) + n0 + 8 * q0 + 2 * t,
-                                     slab_row(p, s, bz, mr + 8) + n0 + 8 * q0 + 2 * t};
-              if (full) {
-#pragma unroll
-                for (int r = 0; r < 2; ++r)
-#pragma unroll
-                  for (int j = 0; j < kFixQ; ++j) v[r][j] = __ldcg(reinterpret_cast<const float2*>(src[r] + 8 * j));
-              } else {  // ragged edges: predicated loads, zero outside
-#pragma unroll
-                for (int r = 0; r < 2; ++r)
-#pragma unroll
-                  for (int j = 0; j < kFixQ; ++j) {
-                    const bool row_ok = mr + 8 * r < p.M;
-                    const int n = n0 + 8 * (q0 + j) + 2 * t;
-                    v[r][j].x = row_ok && n < p.N ? __ldcg(src[r] + 8 * j) : 0.0f;
-                    v[r][j].y = row_ok && n + 1 < p.N ? __ldcg(src[r] + 8 * j + 1) : 0.0f;
-                  }
-              }
-#pragma unroll
-              for (int r = 0; r < 2; ++r)
-#pragma unroll
-                for (int j = 0; j < kFixQ; ++j)
-                  d[0][4 * (q0 + j) + 2 * r] += v[r][j].x, d[0][4 * (q0 + j) + 2 * r + 1] += v[r][j].y;
-            }
-          }
-          out.partial = nullptr;  // the sums go to C
-        } else {
-          __trap();  // the host sets p.flags only for rows that reduce in the kernel
-        }
-      }
       if (column_bias(p)) {  // columns 8q+2t, 8q+2t+1 of both rows
 #pragma unroll
         for (int q = 0; q < BN / 8; ++q) {
@@ -725,20 +632,37 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
         }
         continue;
       }
-      // From registers (C not 16-byte aligned, a per-element bias): predicated per element.
+      // A split-K slice's interior tile (every row < M, every column < N): its raw fp32 sums into the slab
+      // without a test, one base address per row and the columns as immediate offsets (the general path
+      // below tests and addresses every pair).
+      const bool interior = m0 + kTileM <= p.M && n0 + BN <= p.N;
+      if (interior && p.partial != nullptr && p.N % 2 == 0) {
 #pragma unroll
-      for (int h = 0; h < kHalves; ++h) {
-        const int mrow = m0 + (kPingPong ? h : c) * 64 + warp * 16 + g;
+        for (int h = 0; h < kHalves; ++h)
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int m = mrow + 8 * r;
-          if (m >= p.M) continue;
-          const auto row = output_row<EpiTile<false>>(out, bz, m);
+          for (int r = 0; r < 2; ++r) {
+            const int m = m0 + (kPingPong ? h : c) * 64 + warp * 16 + g + 8 * r;
+            float* prow = slab_row(p, w.split, bz, m) + n0 + 2 * t;
 #pragma unroll
-          for (int q = 0; q < BN / 8; ++q)
-            row.store_pair(n0 + 8 * q + 2 * t, d[h][4 * q + 2 * r], d[h][4 * q + 2 * r + 1], vec);
-        }
+            for (int q = 0; q < BN / 8; ++q) store_vec2(prow + 8 * q, d[h][4 * q + 2 * r], d[h][4 * q + 2 * r + 1]);
+          }
+        continue;
       }
+      with_epilogue(p, [&](auto epi) {
+#pragma unroll
+        for (int h = 0; h < kHalves; ++h) {
+          const int mrow = m0 + (kPingPong ? h : c) * 64 + warp * 16 + g;
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int m = mrow + 8 * r;
+            if (m >= p.M) continue;
+            const auto row = output_row<decltype(epi)>(out, bz, m, w.split);
+#pragma unroll
+            for (int q = 0; q < BN / 8; ++q)
+              row.store_pair(n0 + 8 * q + 2 * t, d[h][4 * q + 2 * r], d[h][4 * q + 2 * r + 1], vec);
+          }
+        }
+      });
     }
     if (store_c && lane == 0) bulk_wait_all();  // the block's last writes have landed
   }
