@@ -103,20 +103,36 @@ def test_128x192_not_for_narrow_outputs():
 
 
 def test_pingpong_needs_a_wave():
-    """8192 x 128 at K = 768: 64 tiles of 128x128 on 132 SMs, the cooperative 128x128 row."""
+    """8192 x 128 at K = 768: 64 tiles of 128x128 on 132 SMs, 128 of 128x64: the 64-wide row."""
     e = explain_described(*mm(8192, 768, 128), **H200)
-    assert e.kernel == "hopper_128x128x64", e
+    assert e.kernel == "hopper_128x64x64", e
     # The same product with enough SMs' worth of tiles for 60 SMs is ping-pong.
     assert explain_described(*mm(8192, 768, 128), sm=90, num_sms=60).kernel == "hopper_pingpong_128x128x64"
 
 
 @pytest.mark.parametrize("M,K,N", [(256, 32768, 256), (128, 131072, 128), (64, 65536, 64)])
 def test_hopper_split_for_few_tiles_over_long_k(M, K, N):
-    """A few 128x128 tiles over a long K: the hopper row with K split over the SMs."""
+    """A few tiles over a long K: a hopper row with K split over the SMs (128x64 tiles from 128 rows)."""
     e = explain_described(*mm(M, K, N), **H200)
-    assert e.kernel == "hopper_128x128x64" and e.details["split_k"] > 1, e
+    row = "hopper_128x64x64" if M >= 128 else "hopper_128x128x64"
+    assert e.kernel == row and e.details["split_k"] > 1, e
     # Two rows: the 64x64 mma.sync row (no TMA copy of a 6-byte-row operand).
     assert explain_described(*mm(2, 100003, 3), **H200).kernel == "tensorcore_64x64x32"
+
+
+@pytest.mark.parametrize("operands", [mm, linear], ids=["mm", "linear"])
+@pytest.mark.parametrize("M,K,N", [(128, 2048, 5632), (128, 768, 2304), (128, 5632, 2048), (1024, 1024, 1024),
+                                   (256, 2048, 2048)])
+def test_128x64_below_a_wave(operands, M, K, N):
+    """At most one 128x64 tile per SM and whole 128-row tiles (128 tokens through a model's projections):
+    the 64-wide row, K split where that still leaves SMs idle."""
+    e = explain_described(*operands(M, K, N), **H200)
+    assert e.kernel == "hopper_128x64x64", e
+    # Fewer rows (decoding 32 tokens), or more tiles than SMs: another row.
+    assert explain_described(*operands(32, K, N), **H200).kernel != "hopper_128x64x64"
+    assert explain_described(*operands(8 * M, K, N), **H200).kernel != "hopper_128x64x64"
+    # fp32 under TF32: no 64-wide TF32 row.
+    assert explain_described(*operands(M, K, N, torch.float32), **H200).kernel != "hopper_128x64x64"
 
 
 def test_fp16_follows_bf16():

@@ -23,7 +23,7 @@ namespace tilelab {
 namespace {
 
 constexpr int kHopper256 = row_index("hopper_128x256x64"), kHopper128 = row_index("hopper_128x128x64");
-constexpr int kHopper192 = row_index("hopper_128x192x64");
+constexpr int kHopper192 = row_index("hopper_128x192x64"), kHopper64 = row_index("hopper_128x64x64");
 constexpr int kHopperPingPong = row_index("hopper_pingpong_128x128x64");
 constexpr int kHopperTf32_256 = row_index("hopper_tf32_128x256x32"), kHopperTf32_128 = row_index("hopper_tf32_128x128x32");
 constexpr int kTc256 = row_index("tensorcore_128x256x64"), kTc128 = row_index("tensorcore_128x128x32"),
@@ -280,6 +280,17 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
              "1576x768x3072 0.020 ms vs 0.024 for hopper_128x256x64; where 128x256 fits with full waves it is as "
              "fast or faster: 4096x2048x2048 0.050 ms vs 0.053, 8192x1024x4096 0.109 vs 0.114)";
       ch = pick(kHopperPingPong, why.str());
+      if (ch.cfg) return ch;
+    }
+    // Fewer tiles than SMs even 64 wide, with whole 128-row tiles: a block streams its stages at its
+    // share of L2 bandwidth (H200: ~75 GB/s, ncu), so 128x64 tiles put twice the SMs of 128x128 on the
+    // same bytes. With fewer rows a 128x64 stage carries too few bytes to keep an SM streaming (bf16
+    // 32x4096x4096: 0.030 ms unsplit against 0.024 for 128x128).
+    if (half && p.M >= 128 && tiles(p, 128, 64) <= sms) {
+      ch = pick(kHopper64, "sm_90, M >= 128 and at most one 128x64 tile per SM: twice the SMs of 128x128 tiles "
+                           "stream the operands, each at its share of L2 bandwidth (H200, bf16, per call under CUDA "
+                           "graphs: 128x2048x5632 0.0099 ms vs 0.0137 for hopper_128x128x64, 128x768x2304 0.0054 "
+                           "vs 0.0072, 1024^3 0.0065 vs 0.0085)");
       if (ch.cfg) return ch;
     }
     if (2 * tiles256 >= sms && n_fits_256) {

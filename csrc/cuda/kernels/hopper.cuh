@@ -28,7 +28,7 @@
 //     TF32), and releases the previous stage once its own wgmma group on that
 //     stage has completed (one group stays in flight, so the tensor cores never
 //     wait on the release). Cooperative rows: each owns 64 rows of every tile
-//     (m64nBN, BN = 128, 192 or 256). Ping-pong rows: each owns whole 128 x 128 tiles
+//     (m64nBN, BN = 64, 128, 160, 192 or 256). Ping-pong rows: each owns whole 128 x 128 tiles
 //     (two m64n128 per k16), the two alternating, so one stores while the other
 //     multiplies.
 //
@@ -109,8 +109,8 @@ constexpr int kStoreRows = 16;
 constexpr int kStoreBoxBytes = kStoreRows * 128;
 constexpr int kStoreBytes = kConsumerWarps * 2 * kStoreBoxBytes;  // 32 KB
 // Dynamic shared memory: the ring of kStages stages (the table row's stages:
-// 4 x 48 KB for 128x256, 4 x 40 KB for 128x192 and 128x160, 6 x 32 KB for 128x128), the store buffers, 1 KB of
-// slack to align both to 1024 bytes (the swizzle atom), and the mbarriers.
+// 4 x 48 KB for 128x256, 4 x 40 KB for 128x192 and 128x160, 6 x 32 KB for 128x128, 8 x 24 KB for 128x64), the
+// store buffers, 1 KB of slack to align both to 1024 bytes (the swizzle atom), and the mbarriers.
 template <int BN, int kStages>
 constexpr int smem_bytes() {
   return kStages * stage_bytes<BN>() + kStoreBytes + 1024 + 2 * 8 * kStages;
@@ -192,10 +192,12 @@ __device__ __forceinline__ void fence_regs(float (&d)[R]) {
   for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-// The accumulator operand lists: "%0,...,%63" and "%0,...,%127".
-#define TILELAB_WG_REGS64                                                 \
+// The accumulator operand lists: "%0,...,%31" up to "%0,...,%127".
+#define TILELAB_WG_REGS32                                                 \
   "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"                \
-  "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"      \
+  "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+#define TILELAB_WG_REGS64                                                 \
+  TILELAB_WG_REGS32 ","                                                   \
   "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"      \
   "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
 #define TILELAB_WG_REGS96                                                              \
@@ -256,12 +258,17 @@ __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t desc_a, uint6
       TILELAB_WGMMA(160, "bf16", TILELAB_WG_REGS80, 80, 81, 82, 83, 84, TILELAB_F64(d, 0), TILELAB_F16(d, 64));
     else
       TILELAB_WGMMA(160, "f16", TILELAB_WG_REGS80, 80, 81, 82, 83, 84, TILELAB_F64(d, 0), TILELAB_F16(d, 64));
-  } else {
-    static_assert(BN == 128, "hopper: BN is 128, 160, 192 (half precision) or 256");
+  } else if constexpr (BN == 128) {
     if constexpr (kBf16)
       TILELAB_WGMMA(128, "bf16", TILELAB_WG_REGS64, 64, 65, 66, 67, 68, TILELAB_F64(d, 0));
     else
       TILELAB_WGMMA(128, "f16", TILELAB_WG_REGS64, 64, 65, 66, 67, 68, TILELAB_F64(d, 0));
+  } else {
+    static_assert(BN == 64, "hopper: BN is 64, 128, 160, 192 (half precision) or 256");
+    if constexpr (kBf16)
+      TILELAB_WGMMA(64, "bf16", TILELAB_WG_REGS32, 32, 33, 34, 35, 36, TILELAB_F32(d, 0));
+    else
+      TILELAB_WGMMA(64, "f16", TILELAB_WG_REGS32, 32, 33, 34, 35, 36, TILELAB_F32(d, 0));
   }
 }
 #undef TILELAB_WGMMA
@@ -273,6 +280,7 @@ __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t desc_a, uint6
 #undef TILELAB_WG_REGS128
 #undef TILELAB_WG_REGS96
 #undef TILELAB_WG_REGS64
+#undef TILELAB_WG_REGS32
 #undef TILELAB_WG_REGS80
 
 #endif  // TILELAB_HOPPER_DEVICE
