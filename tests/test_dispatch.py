@@ -133,6 +133,10 @@ def test_128x64_below_a_wave(operands, M, K, N):
     assert explain_described(*operands(8 * M, K, N), **H200).kernel != "hopper_128x64x64"
     # fp32 under TF32: no 64-wide TF32 row.
     assert explain_described(*operands(M, K, N, torch.float32), **H200).kernel != "hopper_128x64x64"
+    # Ragged output edges (1000^3 measured slower on it): not it. A ragged K is (the lm_head's dX).
+    assert explain_described(*operands(M - 24, K, N), **H200).kernel != "hopper_128x64x64"
+    assert explain_described(*operands(M, K, N - 24), **H200).kernel != "hopper_128x64x64"
+    assert explain_described(*operands(M, K - 24, N), **H200).kernel == "hopper_128x64x64"
 
 
 def test_fp16_follows_bf16():

@@ -285,9 +285,11 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // Fewer tiles than SMs even 64 wide, with whole 128-row tiles: a block streams its stages at its
     // share of L2 bandwidth (H200: ~75 GB/s, ncu), so 128x64 tiles put twice the SMs of 128x128 on the
     // same bytes. With fewer rows a 128x64 stage carries too few bytes to keep an SM streaming (bf16
-    // 32x4096x4096: 0.030 ms unsplit against 0.024 for 128x128).
-    if (half && p.M >= 128 && tiles(p, 128, 64) <= sms) {
-      ch = pick(kHopper64, "sm_90, M >= 128 and at most one 128x64 tile per SM: twice the SMs of 128x128 tiles "
+    // 32x4096x4096: 0.030 ms unsplit against 0.024 for 128x128); on ragged edges it lost too (1000^3: 0.0117
+    // ms against 0.0102-0.0108, cause not established), so M and N are multiples of 64 (models' widths).
+    if (half && p.M >= 128 && p.M % 64 == 0 && p.N % 64 == 0 && tiles(p, 128, 64) <= sms) {
+      ch = pick(kHopper64, "sm_90, M >= 128, M and N multiples of 64, at most one 128x64 tile per SM: twice the "
+                           "SMs of 128x128 tiles "
                            "stream the operands, each at its share of L2 bandwidth (H200, bf16, per call under CUDA "
                            "graphs: 128x2048x5632 0.0099 ms vs 0.0137 for hopper_128x128x64, 128x768x2304 0.0054 "
                            "vs 0.0072, 1024^3 0.0065 vs 0.0085)");
