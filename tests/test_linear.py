@@ -233,10 +233,13 @@ def test_split_k_estimate_k_heavy():
 
 @pytest.mark.gpu
 def test_split_k_under_cuda_graph(split_k):
+    """Split-K's workspace and second pass are captured and replayed. 48 rows: a tile row (16 would
+    take gemv_mma, which does not split K)."""
     split_k(4)
-    x = torch.randn(16, 4096, device="cuda", dtype=torch.bfloat16)
+    x = torch.randn(48, 4096, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(256, 4096, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(256, device="cuda", dtype=torch.bfloat16)
+    assert tilelab_torch.explain(x, w.t()).details["split_k"] == 4
     eager = linear(x, w, b, activation="relu")
     g = torch.cuda.CUDAGraph()
     s = torch.cuda.Stream()
