@@ -210,13 +210,14 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   const int64_t tiles256 = tiles(p, 128, 256), tiles128 = tiles(p, 128, 128);
   // A 256-wide tiling must not cover more than 25% more of C than a 128-wide one.
   const bool n_fits_256 = 4 * ((p.N + 255) / 256 * 256) <= 5 * ((p.N + 127) / 128 * 128);
+  // Every row of both operands 16-byte aligned: what the vector loads, cp.async and TMA read in place.
+  const bool aligned = rows_aligned16(p.a, p) && rows_aligned16(p.b, p);
 
   // --- tiny products (at most 2^16 multiply-adds a matrix, K <= 256) whose rows are not 16-byte aligned
   // (K = 5 half rows are 10 bytes): launch-bound, and the tile rows would copy the operands first. The gemv
   // row reads any strides in place: one launch, no copies, no workspace, at most 8 scalar K steps a lane.
   // (With aligned rows the tile rows are faster: bf16 16x16x16 2.6 us vs 6.0; fp64 keeps tiled_16x16x16.)
-  if ((half || p.dtype == c10::ScalarType::Float) && p.M * p.N * p.K <= 65536 && p.K <= 256 &&
-      !(rows_aligned16(p.a, p) && rows_aligned16(p.b, p))) {
+  if ((half || p.dtype == c10::ScalarType::Float) && p.M * p.N * p.K <= 65536 && p.K <= 256 && !aligned) {
     ch = pick(kGemv, "a tiny product (M*N*K <= 2^16, K <= 256) with rows not 16-byte aligned: one launch of the "
                      "gemv row, operands read in place (H200, per call under CUDA graphs: bf16 5x5x5 2.7 us vs 4.6 "
                      "for tensorcore_64x64x32, which copies them first; fp32 3.4 vs 5.0 for blocked_k16_64x64x16)");
@@ -228,7 +229,7 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   // rows are 16-byte aligned (else the launcher would copy W); IEEE fp32 on
   // the gemv row, a warp per output column.
   const bool k_cont = p.a.k_contiguous && p.b.k_contiguous;
-  if (half && k_cont && p.M <= 16 && rows_aligned16(p.a, p) && rows_aligned16(p.b, p)) {
+  if (half && k_cont && p.M <= 16 && aligned) {
     ch = pick(kGemvMma, "half precision, M <= 16 with k-contiguous, 16-byte aligned operands (x @ W.t()): swap-AB "
                         "mma.sync streams W once (H200, bf16, per call under CUDA graphs: 1x4096x14336 0.034 ms, 3.5 "
                         "TB/s of W, vs 0.049 for hopper_128x128x64; 16x4096x14336 0.037 vs 0.050)");
@@ -288,11 +289,10 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // 32x4096x4096: 0.030 ms unsplit against 0.024 for 128x128); on ragged edges it lost too (1000^3: 0.0117
     // ms against 0.0102-0.0108, cause not established), so M and N are multiples of 64 (models' widths).
     if (half && p.M >= 128 && p.M % 64 == 0 && p.N % 64 == 0 && tiles(p, 128, 64) <= sms) {
-      ch = pick(kHopper64, "sm_90, M >= 128, M and N multiples of 64, at most one 128x64 tile per SM: twice the "
-                           "SMs of 128x128 tiles "
-                           "stream the operands, each at its share of L2 bandwidth (H200, bf16, per call under CUDA "
-                           "graphs: 128x2048x5632 0.0099 ms vs 0.0137 for hopper_128x128x64, 128x768x2304 0.0054 "
-                           "vs 0.0072, 1024^3 0.0065 vs 0.0085)");
+      ch = pick(kHopper64, "sm_90, M >= 128, M and N multiples of 64, at most one 128x64 tile per SM: twice the SMs "
+                           "of 128x128 tiles stream the operands, each at its share of L2 bandwidth (H200, bf16, per "
+                           "call under CUDA graphs: 128x2048x5632 0.0099 ms vs 0.0137 for hopper_128x128x64, "
+                           "128x768x2304 0.0054 vs 0.0072, 1024^3 0.0065 vs 0.0085)");
       if (ch.cfg) return ch;
     }
     if (2 * tiles256 >= sms && n_fits_256) {
