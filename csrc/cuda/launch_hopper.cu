@@ -71,16 +71,16 @@ CUtensorMap make_map(const void* ptr, c10::ScalarType dtype, int64_t cont, int64
 }
 
 // The persistent grid: one block per SM, or one per work tile when there are fewer.
-dim3 persistent_grid(const GemmProblem& p, int bn) {
-  const int64_t count = PersistentGrouped<kGroupM>::count_of(p.M, p.N, hopper::kTileM, bn, p.splits, p.batch);
+dim3 persistent_grid(const GemmProblem& p, int bm, int bn) {
+  const int64_t count = PersistentGrouped<kGroupM>::count_of(p.M, p.N, bm, bn, p.splits, p.batch);
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   return dim3(static_cast<unsigned>(std::max<int64_t>(1, std::min(count, sms))));
 }
 
-template <typename T, int BN, int kStages, bool kPingPong, bool kAK, bool kBK>
+template <typename T, int BM, int BN, int kStages, bool kPingPong, bool kAK, bool kBK>
 void launch_one(const GemmProblem& p0, cudaStream_t stream) {
-  constexpr int smem = hopper::smem_bytes<BN, kStages>();
-  auto kernel = hopper_kernel<T, BN, kStages, kAK, kBK, kPingPong>;
+  constexpr int smem = hopper::smem_bytes<BM, BN, kStages>();
+  auto kernel = hopper_kernel<T, BM, BN, kStages, kAK, kBK, kPingPong>;
   allow_smem(kernel, smem);
   GemmProblem p = p0;
   align_operand_rows(p);
@@ -88,11 +88,11 @@ void launch_one(const GemmProblem& p0, cudaStream_t stream) {
   const int64_t lda = kAK ? a.s_mn : a.s_k, ldb = kBK ? b.s_mn : b.s_k;
   // A broadcast batch (stride 0) is one matrix: the map has batch 1 and the kernel reads batch 0.
   const bool a_batch = p.batch > 1 && a.s_batch != 0, b_batch = p.batch > 1 && b.s_batch != 0;
-  // Boxes: A k-contiguous 64 (k) x 128 (m), else 64 (m) x 64 (k); B k-contiguous 64 (k) x BN (n), else 64 (n) x 64 (k);
+  // Boxes: A k-contiguous 64 (k) x BM (m), else 64 (m) x 64 (k); B k-contiguous 64 (k) x BN (n), else 64 (n) x 64 (k);
   // C 64 (n) x 16 (m), and a tile's last BN % 64 columns through map_c_tail.
   constexpr int kTileK = hopper::tile_k<T>();
   const int64_t ba = a_batch ? p.batch : 1, bb = b_batch ? p.batch : 1;
-  const CUtensorMap map_a = kAK ? make_map(a.data, p.dtype, p.K, p.M, ba, lda, a.s_batch, hopper::kTileM)
+  const CUtensorMap map_a = kAK ? make_map(a.data, p.dtype, p.K, p.M, ba, lda, a.s_batch, BM)
                                 : make_map(a.data, p.dtype, p.M, p.K, ba, lda, a.s_batch, kTileK);
   const CUtensorMap map_b = kBK ? make_map(b.data, p.dtype, p.K, p.N, bb, ldb, b.s_batch, BN)
                                 : make_map(b.data, p.dtype, p.N, p.K, bb, ldb, b.s_batch, kTileK);
@@ -105,7 +105,7 @@ void launch_one(const GemmProblem& p0, cudaStream_t stream) {
   const CUtensorMap map_c_tail = store_c && kTailCols > 0 ? make_map(p.c, p.dtype, p.N, p.M, p.batch, p.sc_m, p.sc_b,
                                                                      hopper::kStoreRows, kTailCols)
                                                           : map_c;  // unused
-  kernel<<<persistent_grid(p, BN), hopper::kThreads, smem, stream>>>(
+  kernel<<<persistent_grid(p, BM, BN), hopper::threads<BM>(), smem, stream>>>(
       map_a, map_b, map_c, map_c_tail, device_args<T>(p), a_batch ? 1 : 0, b_batch ? 1 : 0, store_c ? 1 : 0);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
@@ -117,13 +117,13 @@ void launch_tf32(const GemmProblem& p0, cudaStream_t stream) {
   GemmProblem p = p0;
   if (!p.a.k_contiguous) flip_contiguity(p, p.a, true);
   if (!p.b.k_contiguous) flip_contiguity(p, p.b, false);
-  launch_one<float, BN, kStages, false, true, true>(p, stream);
+  launch_one<float, 128, BN, kStages, false, true, true>(p, stream);
 }
 
-template <typename T, int BN, int kStages, bool kPingPong>
+template <typename T, int BM, int BN, int kStages, bool kPingPong>
 void launch_layouts(const GemmProblem& p, cudaStream_t stream) {
   with_layouts(p, [&](auto ak, auto bk) {
-    launch_one<T, BN, kStages, kPingPong, decltype(ak)::value, decltype(bk)::value>(p, stream);
+    launch_one<T, BM, BN, kStages, kPingPong, decltype(ak)::value, decltype(bk)::value>(p, stream);
   });
 }
 
@@ -155,13 +155,15 @@ void launch_hopper(const KernelConfig& row, const GemmProblem& p) {
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
   visit_family<Family::Hopper>(row, [&](auto r) {
     constexpr KernelConfig c = kConfigs[decltype(r)::value];
-    static_assert(c.bm == hopper::kTileM && c.threads == hopper::kThreads, "hopper rows: 128 x BN tiles, 3 warpgroups");
-    // warps_m: the MMA warps on one tile -- 8 (cooperative: two warpgroups of 64 rows) or 4 (ping-pong:
-    // one warpgroup computes the whole tile, the other the next one).
-    constexpr bool kPingPong = c.warps_m == hopper::kConsumerWarps / 2;
-    static_assert((c.warps_m == hopper::kConsumerWarps || kPingPong) && c.warps_n == 1,
-                  "hopper: 8 consumer warps of 16 rows on a tile, or 4 of 32 rows (ping-pong)");
+    static_assert((c.bm == 128 || c.bm == 64) && c.threads == hopper::threads<c.bm>(),
+                  "hopper rows: 128 x BN tiles on 3 warpgroups, or 64 x BN on 2");
+    // warps_m: the MMA warps on one tile -- 4 a 64-row consumer warpgroup (cooperative: one or two of
+    // them), or 4 on a 128-row tile (ping-pong: one warpgroup computes the whole tile, the other the next).
+    constexpr bool kPingPong = c.bm == 128 && c.warps_m == 4;
+    static_assert((c.warps_m == c.bm / 16 || kPingPong) && c.warps_n == 1,
+                  "hopper: a consumer warp of 16 rows per 16 rows of the tile, or 4 of 32 rows (ping-pong)");
     static_assert(!kPingPong || (!c.tf32 && c.bn == 128), "hopper: ping-pong rows are half precision, 128 x 128");
+    static_assert(c.bm == 128 || !c.tf32, "hopper: TF32 rows are 128 rows high");
     static_assert(c.min_sm == 90 && c.pad == 0, "wgmma and TMA need sm_90(a); the swizzle replaces padding");
     if constexpr (c.tf32) {
       static_assert(c.dtypes == kF32 && c.bk == hopper::tile_k<float>(), "TF32 rows: fp32, 32 of K per stage");
@@ -173,9 +175,9 @@ void launch_hopper(const KernelConfig& row, const GemmProblem& p) {
     static_assert(c.tf32 || (c.dtypes == (kF16 | kBF16) && c.bk == hopper::tile_k<c10::Half>()),
                   "half rows: float16/bfloat16, 64 of K per stage");
     if (p.dtype == at::kHalf)
-      launch_layouts<c10::Half, c.bn, c.stages, kPingPong>(p, stream);
+      launch_layouts<c10::Half, c.bm, c.bn, c.stages, kPingPong>(p, stream);
     else if (p.dtype == at::kBFloat16)
-      launch_layouts<c10::BFloat16, c.bn, c.stages, kPingPong>(p, stream);
+      launch_layouts<c10::BFloat16, c.bm, c.bn, c.stages, kPingPong>(p, stream);
     else
       TORCH_CHECK(false, "tilelab: ", c.name, " needs float16 or bfloat16 inputs");
   });

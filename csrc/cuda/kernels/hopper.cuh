@@ -15,7 +15,8 @@
 // signals an mbarrier when the bytes have landed.
 //
 // A block (384 threads = 3 warpgroups, one per SM: the grid is persistent)
-// walks its 128 x BN tiles of C (hopper_kernel below says in which order):
+// walks its 128 x BN tiles of C (hopper_kernel below says in which order; the
+// hopper_m64 row's blocks are 256 threads, one consumer warpgroup on 64 x BN tiles):
 //   warpgroup 0, the producer: one thread walks the K of every tile in steps of
 //     128 bytes (BK = 64 half or 32 fp32 elements), waits for a free stage of the
 //     kStages-deep shared-memory ring (its `empty` mbarrier), and issues the TMA
@@ -37,8 +38,8 @@
 // bank conflicts. A box is 128 bytes wide along its contiguous dimension (64
 // half elements; the half layouts below):
 // (k-contiguous is the PTX manual's "K-major", m/n-contiguous its "M/N-major")
-//   A row-major (k-contiguous):      one box of 128 (m) x 64 (k);
-//   A column-major (m-contiguous):   two boxes of 64 (k) x 64 (m);
+//   A row-major (k-contiguous):      one box of BM (m) x 64 (k);
+//   A column-major (m-contiguous):   BM / 64 boxes of 64 (k) x 64 (m);
 //   B column-major (k-contiguous):   one box of BN (n) x 64 (k);
 //   B row-major (n-contiguous):      BN/64 boxes of 64 (k) x 64 (n), rounded up (a 160-wide tile
 //                                    reads 3 and leaves the last one's extra 32 columns unused).
@@ -79,7 +80,13 @@
 namespace tilelab {
 namespace hopper {
 
-constexpr int kTileM = 128;       // rows of C per block: two consumer warpgroups of 64
+// Rows of C per tile, BM: 128 (two consumer warpgroups, 64 rows each or whole tiles in turn) or 64 (one
+// consumer warpgroup: the hopper_m64 row, twice the tiles of a product too small to fill the SMs).
+template <int BM>
+constexpr int consumer_groups() {
+  static_assert(BM == 64 || BM == 128, "hopper: tiles of 64 or 128 rows");
+  return BM / 64;
+}
 // K per stage: one 128-byte swizzle row (64 half / 32 fp32 elements); also a
 // box's extent along its contiguous dimension.
 template <typename T>
@@ -93,27 +100,34 @@ template <typename T, int BN>
 constexpr int store_tail_cols() {
   return BN % tile_k<T>();
 }
-constexpr int kThreads = 384;     // producer + 2 consumer warpgroups
-constexpr int kConsumerWarps = 8;
+// Threads a block: the producer warpgroup and the consumers (384 for 128-row tiles, 256 for 64-row ones).
+template <int BM>
+constexpr int threads() {
+  return 128 * (1 + consumer_groups<BM>());
+}
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;  // 40*128 + 232*256 <= 64K registers
 
-// A stage holds A's 128 rows and B's BN rounded up to whole 64-row boxes (an n-contiguous B of a
+// A stage holds A's BM rows and B's BN rounded up to whole 64-row boxes (an n-contiguous B of a
 // 160-wide tile is read as 3 boxes of 64 columns, the last one half unused).
-template <int BN>
+template <int BM, int BN>
 constexpr int stage_bytes() {
-  return (kTileM + (BN + 63) / 64 * 64) * 128;
+  return (BM + (BN + 63) / 64 * 64) * 128;
 }
 // The epilogue's staging buffers: two per consumer warp, each one TMA-store
 // box of 16 rows x 128 bytes (64 half / 32 fp32 columns), 128-byte swizzled.
 constexpr int kStoreRows = 16;
 constexpr int kStoreBoxBytes = kStoreRows * 128;
-constexpr int kStoreBytes = kConsumerWarps * 2 * kStoreBoxBytes;  // 32 KB
+template <int BM>
+constexpr int store_bytes() {  // 32 KB for 8 consumer warps, 16 KB for 4
+  return consumer_groups<BM>() * 4 * 2 * kStoreBoxBytes;
+}
 // Dynamic shared memory: the ring of kStages stages (the table row's stages:
-// 4 x 48 KB for 128x256, 4 x 40 KB for 128x192 and 128x160, 6 x 32 KB for 128x128, 8 x 24 KB for 128x64), the
-// store buffers, 1 KB of slack to align both to 1024 bytes (the swizzle atom), and the mbarriers.
-template <int BN, int kStages>
+// 4 x 48 KB for 128x256, 4 x 40 KB for 128x192 and 128x160, 6 x 32 KB for 128x128, 8 x 24 KB for 128x64,
+// 12 x 16 KB for 64x64), the store buffers, 1 KB of slack to align both to 1024 bytes (the swizzle atom),
+// and the mbarriers.
+template <int BM, int BN, int kStages>
 constexpr int smem_bytes() {
-  return kStages * stage_bytes<BN>() + kStoreBytes + 1024 + 2 * 8 * kStages;
+  return kStages * stage_bytes<BM, BN>() + store_bytes<BM>() + 1024 + 2 * 8 * kStages;
 }
 constexpr int kMaxSmemBytes = 227 * 1024;  // dynamic shared memory a block may have on sm_90
 
@@ -396,17 +410,19 @@ __device__ __forceinline__ void bar_arrive(int id, int threads) {
 // two shared-memory boxes of 16 x 128 bytes, alternately, and the TMA writes
 // them (clipped at M and N, asynchronously: the warp goes on to its next tile
 // while the writes drain). Otherwise the threads store from registers.
-template <typename T, int BN, int kStages, bool kAK, bool kBK, bool kPingPong>
-__global__ void __launch_bounds__(hopper::kThreads, 1)
+template <typename T, int BM, int BN, int kStages, bool kAK, bool kBK, bool kPingPong>
+__global__ void __launch_bounds__(hopper::threads<BM>(), 1)
     hopper_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                   const __grid_constant__ CUtensorMap map_c, const __grid_constant__ CUtensorMap map_c_tail,
                   GemmArgs<T> p, int a_batch, int b_batch, int store_c) {
 #ifdef TILELAB_HOPPER_DEVICE
   using namespace hopper;
-  static_assert(smem_bytes<BN, kStages>() <= kMaxSmemBytes, "hopper: the ring must fit in shared memory");
-  static_assert(!kPingPong || BN <= 128, "hopper: a ping-pong warpgroup holds a whole tile (BN / 2 * 2 floats)");
-  constexpr int kStageBytes = stage_bytes<BN>();
-  constexpr int kABytes = kTileM * 128;
+  static_assert(smem_bytes<BM, BN, kStages>() <= kMaxSmemBytes, "hopper: the ring must fit in shared memory");
+  static_assert(!kPingPong || (BN <= 128 && BM == 128),
+                "hopper: a ping-pong warpgroup holds a whole 128-row tile (BN / 2 * 2 floats)");
+  constexpr int kStageBytes = stage_bytes<BM, BN>();
+  constexpr int kABytes = BM * 128;
+  constexpr int kConsumerWarps = 4 * consumer_groups<BM>();
   constexpr int kTileK = tile_k<T>();  // also a box's extent along its contiguous dimension
   static_assert(BN % 16 == 0 && (BN % 64 == 0 || sizeof(T) == 2), "hopper: BN a multiple of 16; of 64 for TF32");
   // B's boxes: one of BN rows (k-contiguous), or BN / 64 rounded up of 64 columns (n-contiguous; the TMA
@@ -422,7 +438,7 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
   const uint32_t raw = smem_u32(hp_smem);
   const uint32_t ring = (raw + 1023) & ~1023u;
   const uint32_t staging = ring + kStages * kStageBytes;  // the epilogue's boxes (1024-byte aligned)
-  const uint32_t bars = staging + kStoreBytes;  // full[s] at bars + 8s, empty[s] at bars + 8(kStages + s)
+  const uint32_t bars = staging + store_bytes<BM>();  // full[s] at bars + 8s, empty[s] at bars + 8(kStages + s)
   auto full = [&](int s) { return bars + 8 * s; };
   auto empty = [&](int s) { return bars + 8 * (kStages + s); };
   // A stage is released by every consumer warp that read it: both warpgroups'
@@ -439,7 +455,7 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
   }
   __syncthreads();
 
-  const PersistentGrouped<kGroupM> sched(p.M, p.N, kTileM, BN, (p.K + kTileK - 1) / kTileK, p.splits, p.batch);
+  const PersistentGrouped<kGroupM> sched(p.M, p.N, BM, BN, (p.K + kTileK - 1) / kTileK, p.splits, p.batch);
 
   if (wg == 0) {
     // ---------------- producer: every tile of the block, in order; `it` is the ring position.
@@ -448,7 +464,7 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
       int it = 0;
       for (int64_t i = blockIdx.x; i < sched.count; i += gridDim.x) {
         const WorkTile w = sched.at(i);
-        const int m0 = w.tm * kTileM, n0 = w.tn * BN;
+        const int m0 = w.tm * BM, n0 = w.tn * BN;
         const int za = a_batch ? w.batch : 0, zb = b_batch ? w.batch : 0;
         for (int kt = w.k_begin; kt < w.k_end; ++kt, ++it) {
           const int s = it % kStages;
@@ -460,7 +476,7 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
             tma_load(sa, &map_a, full(s), k0, m0, za);
           } else {
 #pragma unroll
-            for (int j = 0; j < kTileM / kTileK; ++j)
+            for (int j = 0; j < BM / kTileK; ++j)
               tma_load(sa + j * kBoxBytes, &map_a, full(s), m0 + j * kTileK, k0, za);
           }
           if constexpr (kBK) {
@@ -538,8 +554,9 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
         for (int kk = 0; kk < 4; ++kk) {  // 4 x 32 bytes of K
 #pragma unroll
           for (int h = 0; h < kHalves; ++h) {
-            // A consumer's 64 rows start 8 KB into the stage in both A layouts.
-            const uint32_t sa = stage + (kPingPong ? h : c) * (kABytes / 2);
+            // The m64 half h (ping-pong) or c (cooperative) of A starts h or c times 8 KB into the stage,
+            // in both A layouts.
+            const uint32_t sa = stage + (kPingPong ? h : c) * kBoxBytes;
             wgmma<T, BN, kAK ? 0 : 1, kBK ? 0 : 1>(d[h], make_desc(sa + kk * kStepA, kLboA, 1024),
                                                     make_desc(sb + kk * kStepB, kLboB, 1024));
           }
@@ -561,7 +578,7 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
       // Epilogue. Thread layout of a 64 x BN wgmma accumulator: warp w owns rows
       // 16w..16w+15; lane (g = lane/4, t = lane%4) holds, for every 8-column
       // group q, (g, 8q+2t), (g, 8q+2t+1), (g+8, 8q+2t), (g+8, 8q+2t+1).
-      const int m0 = w.tm * kTileM, n0 = w.tn * BN, bz = w.batch;
+      const int m0 = w.tm * BM, n0 = w.tn * BN, bz = w.batch;
       GemmArgs<T> out = p;
       if (column_bias(p)) {  // columns 8q+2t, 8q+2t+1 of both rows
 #pragma unroll
@@ -643,7 +660,7 @@ __global__ void __launch_bounds__(hopper::kThreads, 1)
       // A split-K slice's interior tile (every row < M, every column < N): its raw fp32 sums into the slab
       // without a test, one base address per row and the columns as immediate offsets (the general path
       // below tests and addresses every pair).
-      const bool interior = m0 + kTileM <= p.M && n0 + BN <= p.N;
+      const bool interior = m0 + BM <= p.M && n0 + BN <= p.N;
       if (interior && p.partial != nullptr && p.N % 2 == 0) {
 #pragma unroll
         for (int h = 0; h < kHalves; ++h)
