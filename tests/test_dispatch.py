@@ -103,7 +103,7 @@ def test_128x192_not_for_narrow_outputs():
 
 
 def test_pingpong_needs_a_wave():
-    """8192 x 128 at K = 768: 64 tiles of 128x128 on 132 SMs, 128 of 128x64: the 64-wide row."""
+    """8192 x 128 at K = 768: 64 tiles of 128x128 on 132 SMs, 128 of 128x64: the 128x64 row (by estimate)."""
     e = explain_described(*mm(8192, 768, 128), **H200)
     assert e.kernel == "hopper_128x64x64", e
     # The same product with enough SMs' worth of tiles for 60 SMs is ping-pong.
@@ -112,31 +112,53 @@ def test_pingpong_needs_a_wave():
 
 @pytest.mark.parametrize("M,K,N", [(256, 32768, 256), (128, 131072, 128), (64, 65536, 64)])
 def test_hopper_split_for_few_tiles_over_long_k(M, K, N):
-    """A few tiles over a long K: a hopper row with K split over the SMs (128x64 tiles from 128 rows)."""
+    """A few tiles over a long K: a narrow hopper row (64x64 or 128x64, by estimated time) with K split over
+    the SMs."""
     e = explain_described(*mm(M, K, N), **H200)
-    row = "hopper_128x64x64" if M >= 128 else "hopper_128x128x64"
-    assert e.kernel == row and e.details["split_k"] > 1, e
+    assert e.kernel in ("hopper_m64_64x64x64", "hopper_128x64x64") and e.details["split_k"] > 1, e
+    if M < 128:
+        assert e.kernel == "hopper_m64_64x64x64", e
     # Two rows: the 64x64 mma.sync row (no TMA copy of a 6-byte-row operand).
     assert explain_described(*mm(2, 100003, 3), **H200).kernel == "tensorcore_64x64x32"
 
 
 @pytest.mark.parametrize("operands", [mm, linear], ids=["mm", "linear"])
-@pytest.mark.parametrize("M,K,N", [(128, 2048, 5632), (128, 768, 2304), (128, 5632, 2048), (1024, 1024, 1024),
-                                   (256, 2048, 2048)])
-def test_128x64_below_a_wave(operands, M, K, N):
-    """At most one 128x64 tile per SM and whole 128-row tiles (128 tokens through a model's projections):
-    the 64-wide row, K split where that still leaves SMs idle."""
+@pytest.mark.parametrize("M,K,N,row", [
+    (128, 2048, 5632, "hopper_128x64x64"), (128, 5632, 2048, "hopper_128x64x64"), (1024, 1024, 1024, "hopper_128x64x64"),
+    (128, 2048, 2048, "hopper_m64_64x64x64"), (128, 768, 2304, "hopper_m64_64x64x64"),
+    (256, 2048, 2048, "hopper_m64_64x64x64"), (128, 3072, 768, "hopper_m64_64x64x64")])
+def test_narrow_rows_below_a_wave(operands, M, K, N, row):
+    """At most one 128x64 tile per SM and M, N multiples of 64 (128 tokens through a model's projections): the
+    least estimated time of 64x64, 128x64 and 128x128 tiles. The expected rows are the fastest measured (H200)."""
     e = explain_described(*operands(M, K, N), **H200)
-    assert e.kernel == "hopper_128x64x64", e
-    # Fewer rows (decoding 32 tokens), or more tiles than SMs: another row.
-    assert explain_described(*operands(32, K, N), **H200).kernel != "hopper_128x64x64"
-    assert explain_described(*operands(8 * M, K, N), **H200).kernel != "hopper_128x64x64"
-    # fp32 under TF32: no 64-wide TF32 row.
-    assert explain_described(*operands(M, K, N, torch.float32), **H200).kernel != "hopper_128x64x64"
-    # Ragged output edges (1000^3 measured slower on it): not it. A ragged K is (the lm_head's dX).
-    assert explain_described(*operands(M - 24, K, N), **H200).kernel != "hopper_128x64x64"
-    assert explain_described(*operands(M, K, N - 24), **H200).kernel != "hopper_128x64x64"
-    assert explain_described(*operands(M, K - 24, N), **H200).kernel == "hopper_128x64x64"
+    assert e.kernel == row and "least estimated time" in e.reason, e
+    narrow = ("hopper_128x64x64", "hopper_m64_64x64x64")
+    # More tiles than SMs: another row.
+    assert explain_described(*operands(16 * M, K, N), **H200).kernel not in narrow
+    # fp32 under TF32: no narrow TF32 row.
+    assert explain_described(*operands(M, K, N, torch.float32), **H200).kernel not in narrow
+    # Ragged output edges (1000^3 measured slower on 128x64): neither. A ragged K is (the lm_head's dX).
+    assert explain_described(*operands(M - 24, K, N), **H200).kernel not in narrow
+    assert explain_described(*operands(M, K, N - 24), **H200).kernel not in narrow
+    assert explain_described(*operands(M, K - 24, N), **H200).kernel == row
+
+
+def test_weight_gradient_keeps_split_128x128():
+    """768 x 768 weight gradients over many tokens: 128x128 tiles in 3 slices of K beat 128x64 unsplit (H200:
+    0.031 ms vs 0.052 at K = 12608), which the estimate sees (the narrow rows cannot split in one wave)."""
+    e = explain_described(*weight_grad(768, 12608, 768), **H200)
+    assert e.kernel == "hopper_128x128x64" and e.details["split_k"] == 3, e
+
+
+@pytest.mark.parametrize("operands", [mm, linear], ids=["mm", "linear"])
+@pytest.mark.parametrize("M,K,N", [(32, 4096, 4096), (64, 4096, 14336), (64, 14336, 4096), (48, 4096, 4000)])
+def test_m64_for_17_to_64_rows(operands, M, K, N):
+    """Decoding 17 to 64 rows: 64x64 tiles, one tile high, up to two waves of them; beyond that (an lm_head) or
+    at 16 rows and fewer (gemv_mma, the tile rows), another row."""
+    assert explain_described(*operands(M, K, N), **H200).kernel == "hopper_m64_64x64x64"
+    assert explain_described(*operands(M, K, 50304), **H200).kernel != "hopper_m64_64x64x64"
+    assert explain_described(*operands(16, K, N), **H200).kernel != "hopper_m64_64x64x64"
+    assert explain_described(*operands(M, K, N), **A100).kernel != "hopper_m64_64x64x64"
 
 
 def test_fp16_follows_bf16():

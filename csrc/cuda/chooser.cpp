@@ -24,7 +24,7 @@ namespace {
 
 constexpr int kHopper256 = row_index("hopper_128x256x64"), kHopper128 = row_index("hopper_128x128x64");
 constexpr int kHopper192 = row_index("hopper_128x192x64"), kHopper64 = row_index("hopper_128x64x64");
-constexpr int kHopperPingPong = row_index("hopper_pingpong_128x128x64");
+constexpr int kHopperPingPong = row_index("hopper_pingpong_128x128x64"), kHopperM64 = row_index("hopper_m64_64x64x64");
 constexpr int kHopperTf32_256 = row_index("hopper_tf32_128x256x32"), kHopperTf32_128 = row_index("hopper_tf32_128x128x32");
 constexpr int kTc256 = row_index("tensorcore_128x256x64"), kTc128 = row_index("tensorcore_128x128x32"),
               kTc64 = row_index("tensorcore_64x64x32");
@@ -83,6 +83,25 @@ double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, 
   return std::max(waves * block_ns, hbm_ns) + reduce_ns;
 }
 
+// The split count with the least estimated time for row c on p, among those that
+// keep every block in one wave (at most `cap` slices; 1 when even one slice fills it).
+int64_t estimated_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, int64_t cap) {
+  cap = std::min<int64_t>(cap, d.num_sms / std::max<int64_t>(tiles(p, c.bm, c.bn), 1));
+  int64_t best = 1;
+  double best_ns = est_ns(c, p, d, 1);
+  for (int64_t s = 2; s <= cap; ++s) {
+    const double ns = est_ns(c, p, d, s);
+    if (ns < best_ns) best = s, best_ns = ns;
+  }
+  return best;
+}
+
+// The least estimated time of row c on p, over its split counts.
+double best_est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d) {
+  const int64_t kt = (p.K + c.bk - 1) / c.bk;
+  return est_ns(c, p, d, estimated_splits(c, p, d, kt));
+}
+
 std::atomic<int64_t> g_split_override{0};
 
 // The split count for row c on p: the override, or the least estimated time
@@ -97,13 +116,7 @@ int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d
   if (forced > 0) {
     best = std::min<int64_t>(forced, std::max<int64_t>(cap, 1));
   } else {
-    const int64_t t = tiles(p, c.bm, c.bn);
-    cap = std::min<int64_t>(cap, d.num_sms / std::max<int64_t>(t, 1));
-    double best_ns = est_ns(c, p, d, 1);
-    for (int64_t s = 2; s <= cap; ++s) {
-      const double ns = est_ns(c, p, d, s);
-      if (ns < best_ns) best = s, best_ns = ns;
-    }
+    best = estimated_splits(c, p, d, cap);
   }
   if (best <= 1) return 1;
   // Slices of ceil(kt / best) k-tiles: as many as that takes, so none is empty.
@@ -251,6 +264,14 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   const bool tf32_hopper = tf32 && copied * 1000.0 <= static_cast<double>(p.M) * p.N * p.K;
   if (half || tf32_hopper) {
     const int64_t ksteps = (p.K + 63) / 64;
+    // 17 to 64 rows (decoding a batch): one 64-row tile high, so a 128-row tile would compute half or more of
+    // zero rows and cover half as many SMs. Up to two waves of 64x64 tiles (measured up to 224 tiles).
+    if (half && p.M > 16 && p.M <= 64 && tiles(p, 64, 64) <= 2 * sms) {
+      ch = pick(kHopperM64, "sm_90, 17 to 64 rows: 64x64 tiles, one tile high, on up to two waves (H200, bf16, per "
+                            "call under CUDA graphs: 64x4096x14336 0.035 ms vs 0.043 for hopper_128x128x64, "
+                            "64x14336x4096 0.036 vs 0.048, 32x4096x4096 0.013 vs 0.016)");
+      if (ch.cfg) return ch;
+    }
     // The last wave: an SM's work is its rounds of tiles times the columns a tile computes, for the
     // 128-row tilings 128, 192 and 256 wide. Where 192 needs at most 90% of the others' (N = 768:
     // 1 round of 192 against 2 of 128 or 1 of 256 at M = 4096), its fuller last wave wins.
@@ -283,17 +304,31 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
       ch = pick(kHopperPingPong, why.str());
       if (ch.cfg) return ch;
     }
-    // Fewer tiles than SMs even 64 wide, with whole 128-row tiles: a block streams its stages at its
-    // share of L2 bandwidth (H200: ~75 GB/s, ncu), so 128x64 tiles put twice the SMs of 128x128 on the
-    // same bytes. With fewer rows a 128x64 stage carries too few bytes to keep an SM streaming (bf16
-    // 32x4096x4096: 0.030 ms unsplit against 0.024 for 128x128); on ragged edges it lost too (1000^3: 0.0117
-    // ms against 0.0102-0.0108, cause not established), so M and N are multiples of 64 (models' widths).
-    if (half && p.M >= 128 && p.M % 64 == 0 && p.N % 64 == 0 && tiles(p, 128, 64) <= sms) {
-      ch = pick(kHopper64, "sm_90, M >= 128, M and N multiples of 64, at most one 128x64 tile per SM: twice the SMs "
-                           "of 128x128 tiles stream the operands, each at its share of L2 bandwidth (H200, bf16, per "
-                           "call under CUDA graphs: 128x2048x5632 0.0099 ms vs 0.0137 for hopper_128x128x64, "
-                           "128x768x2304 0.0054 vs 0.0072, 1024^3 0.0065 vs 0.0085)");
-      if (ch.cfg) return ch;
+    // Fewer tiles than SMs even 128x64: a block streams its stages at its share of L2 bandwidth (H200:
+    // ~75 GB/s, ncu), so smaller tiles put more SMs on the same bytes, and split-K more again at the cost of a
+    // reduction. The least estimated time (est_ns, each row at its best split count) among 64x64, 128x64 and
+    // 128x128 tiles decides; 128x128 falls through to the rules below (K-heavy weight gradients such as
+    // 768x12608x768: 128x128 in 3 slices, 0.031 ms vs 0.052 for 128x64 unsplit). The narrow rows need M and N
+    // multiples of 64 (models' widths: on ragged edges 128x64 lost, 1000^3: 0.0117 ms against 0.0102-0.0108,
+    // cause not established), and 128x64 at least 128 rows (a 64-wide stage of fewer rows carries too few
+    // bytes to keep an SM streaming: bf16 32x4096x4096 0.030 ms unsplit against 0.024 for 128x128).
+    if (half && p.M % 64 == 0 && p.N % 64 == 0 && tiles(p, 128, 64) <= sms) {
+      const double t128 = best_est_ns(kConfigs[kHopper128], p, d);
+      const double t64 = p.M >= 128 ? best_est_ns(kConfigs[kHopper64], p, d) : t128;
+      const double tm64 = best_est_ns(kConfigs[kHopperM64], p, d);
+      const bool m64 = tm64 < std::min(t64, t128), w64 = !m64 && t64 < t128;
+      if (m64 || w64) {
+        std::ostringstream why;
+        why << "sm_90, fewer 128x64 tiles than SMs, M and N multiples of 64: the least estimated time, "
+            << std::fixed << std::setprecision(1) << (m64 ? tm64 : t64) / 1000 << " us with " << (m64 ? "64x64" : "128x64")
+            << " tiles against " << (m64 ? t64 : tm64) / 1000 << " with " << (m64 ? "128x64" : "64x64") << " and "
+            << t128 / 1000 << " with 128x128 (each at its best split count): more SMs stream the operands, each at its "
+               "share of L2 bandwidth (H200, bf16, per call under CUDA graphs: 128x2048x2048 0.0075 ms with 64x64 vs "
+               "0.0086 with 128x64 and 0.0096 with 128x128; 128x2048x5632 0.0099 with 128x64 vs 0.0139 with 64x64 "
+               "and 0.0137 with 128x128)";
+        ch = pick(m64 ? kHopperM64 : kHopper64, why.str());
+        if (ch.cfg) return ch;
+      }
     }
     if (2 * tiles256 >= sms && n_fits_256) {
       ch = pick(half ? kHopper256 : kHopperTf32_256,
