@@ -120,19 +120,11 @@ void launch_tf32(const GemmProblem& p0, cudaStream_t stream) {
   launch_one<float, 128, BN, kStages, false, true, true>(p, stream);
 }
 
-// A tile narrower than a 64-column box (64x32) reads B k-contiguous: an n-contiguous B is copied
-// transposed first (the chooser takes that row only for a k-contiguous B: x @ W.t()).
 template <typename T, int BM, int BN, int kStages, bool kPingPong>
-void launch_layouts(const GemmProblem& p0, cudaStream_t stream) {
-  if constexpr (BN < 64) {
-    GemmProblem p = p0;
-    if (!p.b.k_contiguous) flip_contiguity(p, p.b, false);
-    with_layouts(p, [&](auto ak, auto) { launch_one<T, BM, BN, kStages, kPingPong, decltype(ak)::value, true>(p, stream); });
-  } else {
-    with_layouts(p0, [&](auto ak, auto bk) {
-      launch_one<T, BM, BN, kStages, kPingPong, decltype(ak)::value, decltype(bk)::value>(p0, stream);
-    });
-  }
+void launch_layouts(const GemmProblem& p, cudaStream_t stream) {
+  with_layouts(p, [&](auto ak, auto bk) {
+    launch_one<T, BM, BN, kStages, kPingPong, decltype(ak)::value, decltype(bk)::value>(p, stream);
+  });
 }
 
 }  // namespace

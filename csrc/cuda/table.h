@@ -71,9 +71,6 @@ inline constexpr KernelConfig kConfigs[] = {
   // 64 x 64 (warps 4 x 1, 256 threads: one consumer warpgroup): twice the tiles of 128x64 where even those leave
   // most SMs idle (128 tokens through a 2048 x 2048 projection: 32 tiles of 128x64, 64 of 64x64).
   {"hopper_m64_64x64x64",        "hopper_m64",      Family::Hopper,     64,  64,  64, 64,  4, 1,  256, 12, 0, kF16 | kBF16, 90, false, "wgmma m64n64k16 (fp32 acc) + TMA, 128B swizzle, 12-stage mbarrier ring, producer + 1 consumer warpgroup"},
-  // 64 x 32: twice the tiles again (128 of 128 x 2048 x 2048); B is read k-contiguous (x @ W.t()), a row-major
-  // B copied transposed first.
-  {"hopper_m64_64x32x64",        "hopper_m64",      Family::Hopper,     32,  64,  32, 64,  4, 1,  256, 16, 0, kF16 | kBF16, 90, false, "wgmma m64n32k16 (fp32 acc) + TMA, 128B swizzle, 16-stage mbarrier ring, producer + 1 consumer warpgroup, k-contiguous B (a row-major B copied transposed)"},
   // 160 wide: a fuller last wave where 192 leaves SMs idle (DeepGEMM's unaligned BLOCK_N): a 3072 x 768 weight
   // gradient is 120 tiles of 128x160 on 132 SMs against 96 of 128x192. A tile's last box is 32 columns wide
   // (stored through its own map). No rule picks it (variant= or tune() do): bf16 3072 x 768 over K = 12608,

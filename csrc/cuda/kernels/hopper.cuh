@@ -108,11 +108,10 @@ constexpr int threads() {
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;  // 40*128 + 232*256 <= 64K registers
 
 // A stage holds A's BM rows and B's BN rounded up to whole 64-row boxes (an n-contiguous B of a
-// 160-wide tile is read as 3 boxes of 64 columns, the last one half unused); a 32-wide B is always
-// k-contiguous (the launcher copies an n-contiguous one transposed): 32 rows of 128 bytes.
+// 160-wide tile is read as 3 boxes of 64 columns, the last one half unused).
 template <int BM, int BN>
 constexpr int stage_bytes() {
-  return (BM + (BN < 64 ? BN : (BN + 63) / 64 * 64)) * 128;
+  return (BM + (BN + 63) / 64 * 64) * 128;
 }
 // The epilogue's staging buffers: two per consumer warp, each one TMA-store
 // box of 16 rows x 128 bytes (64 half / 32 fp32 columns), 128-byte swizzled.
@@ -124,7 +123,7 @@ constexpr int store_bytes() {  // 32 KB for 8 consumer warps, 16 KB for 4
 }
 // Dynamic shared memory: the ring of kStages stages (the table row's stages:
 // 4 x 48 KB for 128x256, 4 x 40 KB for 128x192 and 128x160, 6 x 32 KB for 128x128, 8 x 24 KB for 128x64,
-// 12 x 16 KB for 64x64, 16 x 12 KB for 64x32), the store buffers, 1 KB of slack to align both to 1024 bytes (the swizzle atom),
+// 12 x 16 KB for 64x64), the store buffers, 1 KB of slack to align both to 1024 bytes (the swizzle atom),
 // and the mbarriers.
 template <int BM, int BN, int kStages>
 constexpr int smem_bytes() {
@@ -208,7 +207,6 @@ __device__ __forceinline__ void fence_regs(float (&d)[R]) {
 }
 
 // The accumulator operand lists: "%0,...,%31" up to "%0,...,%127".
-#define TILELAB_WG_REGS16 "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15"
 #define TILELAB_WG_REGS32                                                 \
   "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"                \
   "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
@@ -279,17 +277,12 @@ __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t desc_a, uint6
       TILELAB_WGMMA(128, "bf16", TILELAB_WG_REGS64, 64, 65, 66, 67, 68, TILELAB_F64(d, 0));
     else
       TILELAB_WGMMA(128, "f16", TILELAB_WG_REGS64, 64, 65, 66, 67, 68, TILELAB_F64(d, 0));
-  } else if constexpr (BN == 64) {
+  } else {
+    static_assert(BN == 64, "hopper: BN is 64, 128, 160, 192 (half precision) or 256");
     if constexpr (kBf16)
       TILELAB_WGMMA(64, "bf16", TILELAB_WG_REGS32, 32, 33, 34, 35, 36, TILELAB_F32(d, 0));
     else
       TILELAB_WGMMA(64, "f16", TILELAB_WG_REGS32, 32, 33, 34, 35, 36, TILELAB_F32(d, 0));
-  } else {
-    static_assert(BN == 32 && kTransB == 0, "hopper: BN is 32 (k-contiguous B), 64, 128, 160, 192 or 256");
-    if constexpr (kBf16)
-      TILELAB_WGMMA(32, "bf16", TILELAB_WG_REGS16, 16, 17, 18, 19, 20, TILELAB_F16(d, 0));
-    else
-      TILELAB_WGMMA(32, "f16", TILELAB_WG_REGS16, 16, 17, 18, 19, 20, TILELAB_F16(d, 0));
   }
 }
 #undef TILELAB_WGMMA
@@ -302,7 +295,6 @@ __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t desc_a, uint6
 #undef TILELAB_WG_REGS96
 #undef TILELAB_WG_REGS64
 #undef TILELAB_WG_REGS32
-#undef TILELAB_WG_REGS16
 #undef TILELAB_WG_REGS80
 
 #endif  // TILELAB_HOPPER_DEVICE
@@ -433,7 +425,6 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
   constexpr int kConsumerWarps = 4 * consumer_groups<BM>();
   constexpr int kTileK = tile_k<T>();  // also a box's extent along its contiguous dimension
   static_assert(BN % 16 == 0 && (BN % 64 == 0 || sizeof(T) == 2), "hopper: BN a multiple of 16; of 64 for TF32");
-  static_assert(BN >= 64 || kBK, "hopper: a tile narrower than a 64-column box reads a k-contiguous B");
   // B's boxes: one of BN rows (k-contiguous), or BN / 64 rounded up of 64 columns (n-contiguous; the TMA
   // fills the whole box, so the stage's expected bytes count whole boxes).
   constexpr int kBBoxes = (BN + kTileK - 1) / kTileK;
@@ -509,13 +500,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
     // m/n-contiguous ones 16 rows of 128 bytes.
     constexpr uint32_t kStepA = kAK ? 32 : 16 * 128, kStepB = kBK ? 32 : 16 * 128;
     constexpr uint32_t kLboA = kAK ? 16 : kBoxBytes, kLboB = kBK ? 16 : kBoxBytes;
-    // Accumulator sets: one per m64 half (ping-pong), or, for tiles up to 64 wide, two that the k16 slices
-    // alternate between (summed before the epilogue). A narrow wgmma is short, so a single set's chain of
-    // dependent wgmmas (each waits for the last one's accumulators) is bound by their latency, not the
-    // tensor cores' rate: two chains overlap.
-    constexpr int kChains = (!kPingPong && BN <= 64) ? 2 : 1;
-    constexpr int kSets = kPingPong ? kHalves : kChains;
-    float d[kSets][BN / 2];
+    float d[kHalves][BN / 2];
 
     int it = 0;   // the ring position of this tile's first k-tile
     int j = 0;    // the block's tile count so far
@@ -553,7 +538,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
       if (kPingPong && j > 0) bar_sync(kOrderBar + c, 256);  // the other warpgroup's MMAs are done
 
 #pragma unroll
-      for (int h = 0; h < kSets; ++h)
+      for (int h = 0; h < kHalves; ++h)
 #pragma unroll
         for (int q = 0; q < BN / 2; ++q) d[h][q] = 0.0f;
 
@@ -563,7 +548,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
         const uint32_t stage = ring + s * kStageBytes;
         const uint32_t sb = stage + kABytes;
 #pragma unroll
-        for (int h = 0; h < kSets; ++h) fence_regs(d[h]);
+        for (int h = 0; h < kHalves; ++h) fence_regs(d[h]);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {  // 4 x 32 bytes of K
@@ -572,7 +557,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
             // The m64 half h (ping-pong) or c (cooperative) of A starts h or c times 8 KB into the stage,
             // in both A layouts.
             const uint32_t sa = stage + (kPingPong ? h : c) * kBoxBytes;
-            wgmma<T, BN, kAK ? 0 : 1, kBK ? 0 : 1>(d[kPingPong ? h : kk % kChains], make_desc(sa + kk * kStepA, kLboA, 1024),
+            wgmma<T, BN, kAK ? 0 : 1, kBK ? 0 : 1>(d[h], make_desc(sa + kk * kStepA, kLboA, 1024),
                                                     make_desc(sb + kk * kStepB, kLboB, 1024));
           }
         }
@@ -580,16 +565,12 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
         // Keep this k-tile's group in flight; the previous one is done, so its stage is free.
         wgmma_wait<1>();
 #pragma unroll
-        for (int h = 0; h < kSets; ++h) fence_regs(d[h]);
+        for (int h = 0; h < kHalves; ++h) fence_regs(d[h]);
         if (kt > 0 && lane == 0) mbar_arrive(empty((it - 1) % kStages));
       }
       wgmma_wait<0>();
 #pragma unroll
-      for (int h = 0; h < kSets; ++h) fence_regs(d[h]);
-      if constexpr (kChains == 2) {
-#pragma unroll
-        for (int q = 0; q < BN / 2; ++q) d[0][q] += d[1][q];
-      }
+      for (int h = 0; h < kHalves; ++h) fence_regs(d[h]);
       if (ktiles > 0 && lane == 0) mbar_arrive(empty((it - 1) % kStages));  // the tile's last stage
       // Ping-pong: the other warpgroup may start its next tile's MMAs (if the block has one for it).
       if (kPingPong && i + gridDim.x < sched.count) bar_arrive(kOrderBar + (1 - c), 256);
