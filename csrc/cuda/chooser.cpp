@@ -16,6 +16,7 @@
 #include <sstream>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "../tune_key.h"
 
@@ -24,7 +25,8 @@ namespace {
 
 constexpr int kHopper256 = row_index("hopper_128x256x64"), kHopper128 = row_index("hopper_128x128x64");
 constexpr int kHopper192 = row_index("hopper_128x192x64"), kHopper64 = row_index("hopper_128x64x64");
-constexpr int kHopperPingPong = row_index("hopper_pingpong_128x128x64"), kHopperM64 = row_index("hopper_m64_64x64x64");
+constexpr int kHopperPingPong = row_index("hopper_pingpong_128x128x64"), kHopperM64 = row_index("hopper_m64_64x64x64"),
+              kHopperM64x96 = row_index("hopper_m64_64x96x64");
 constexpr int kHopperTf32_256 = row_index("hopper_tf32_128x256x32"), kHopperTf32_128 = row_index("hopper_tf32_128x128x32");
 constexpr int kTc256 = row_index("tensorcore_128x256x64"), kTc128 = row_index("tensorcore_128x128x32"),
               kTc64 = row_index("tensorcore_64x64x32");
@@ -268,8 +270,8 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // zero rows and cover half as many SMs. Up to two waves of 64x64 tiles (measured up to 224 tiles).
     if (half && p.M > 16 && p.M <= 64 && tiles(p, 64, 64) <= 2 * sms) {
       ch = pick(kHopperM64, "sm_90, 17 to 64 rows: 64x64 tiles, one tile high, on up to two waves (H200, bf16, per "
-                            "call under CUDA graphs: 64x4096x14336 0.035 ms vs 0.043 for hopper_128x128x64, "
-                            "64x14336x4096 0.036 vs 0.048, 32x4096x4096 0.013 vs 0.016)");
+                            "call under CUDA graphs: 64x4096x14336 0.035 ms vs 0.043 for hopper_128x128x64 and 0.040 "
+                            "for hopper_m64_64x96x64, 64x14336x4096 0.036 vs 0.048, 32x4096x4096 0.013 vs 0.016)");
       if (ch.cfg) return ch;
     }
     // The last wave: an SM's work is its rounds of tiles times the columns a tile computes, for the
@@ -304,29 +306,43 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
       ch = pick(kHopperPingPong, why.str());
       if (ch.cfg) return ch;
     }
-    // Fewer tiles than SMs even 128x64: a block streams its stages at its share of L2 bandwidth (H200:
-    // ~75 GB/s, ncu), so smaller tiles put more SMs on the same bytes, and split-K more again at the cost of a
-    // reduction. The least estimated time (est_ns, each row at its best split count) among 64x64, 128x64 and
-    // 128x128 tiles decides; 128x128 falls through to the rules below (K-heavy weight gradients such as
-    // 768x12608x768: 128x128 in 3 slices, 0.031 ms vs 0.052 for 128x64 unsplit). The narrow rows need M and N
-    // multiples of 64 (models' widths: on ragged edges 128x64 lost, 1000^3: 0.0117 ms against 0.0102-0.0108,
+    // The narrow rows for products that leave SMs idle: a block streams its stages at its share of L2
+    // bandwidth (H200: ~75 GB/s, ncu), so smaller tiles put more SMs on the same bytes, and split-K more
+    // again at the cost of a reduction; est_ns ranks them, each at its best split count. 64x96 only with a
+    // k-contiguous B (x @ W.t()): a row-major one is read in whole 64-column boxes, 128 columns a stage,
+    // which est_ns does not count.
+    struct Narrow {
+      int row;
+      double ns;
+    };
+    const auto least = [&](std::initializer_list<int> rows) {
+      std::vector<Narrow> c;
+      for (int r : rows) {
+        if (r == kHopperM64x96 && !p.b.k_contiguous) continue;
+        const KernelConfig& k = kConfigs[r];
+        c.push_back({r, best_est_ns(k, p, d)});
+      }
+      std::stable_sort(c.begin(), c.end(), [](const Narrow& x, const Narrow& y) { return x.ns < y.ns; });
+      std::ostringstream os;
+      os << std::fixed << std::setprecision(1) << c[0].ns / 1000 << " us against";
+      for (size_t i = 1; i < c.size(); ++i)
+        os << (i > 1 ? "," : "") << " " << c[i].ns / 1000 << " for " << kConfigs[c[i].row].name;
+      return std::make_pair(c[0].row, os.str());
+    };
+    // Fewer tiles than SMs even 128x64: the least estimated time among the narrow rows and 128x128 decides;
+    // 128x128 falls through to the rules below (K-heavy weight gradients such as 768x12608x768: 128x128 in 3
+    // slices, 0.031 ms vs 0.052 for 128x64 unsplit). The narrow rows need M and N multiples of 64 (models' widths: on ragged edges 128x64 lost, 1000^3: 0.0117 ms against 0.0102-0.0108,
     // cause not established), and 128x64 at least 128 rows (a 64-wide stage of fewer rows carries too few
     // bytes to keep an SM streaming: bf16 32x4096x4096 0.030 ms unsplit against 0.024 for 128x128).
     if (half && p.M % 64 == 0 && p.N % 64 == 0 && tiles(p, 128, 64) <= sms) {
-      const double t128 = best_est_ns(kConfigs[kHopper128], p, d);
-      const double t64 = p.M >= 128 ? best_est_ns(kConfigs[kHopper64], p, d) : t128;
-      const double tm64 = best_est_ns(kConfigs[kHopperM64], p, d);
-      const bool m64 = tm64 < std::min(t64, t128), w64 = !m64 && t64 < t128;
-      if (m64 || w64) {
-        std::ostringstream why;
-        why << "sm_90, fewer 128x64 tiles than SMs, M and N multiples of 64: the least estimated time, "
-            << std::fixed << std::setprecision(1) << (m64 ? tm64 : t64) / 1000 << " us with " << (m64 ? "64x64" : "128x64")
-            << " tiles against " << (m64 ? t64 : tm64) / 1000 << " with " << (m64 ? "128x64" : "64x64") << " and "
-            << t128 / 1000 << " with 128x128 (each at its best split count): more SMs stream the operands, each at its "
-               "share of L2 bandwidth (H200, bf16, per call under CUDA graphs: 128x2048x2048 0.0075 ms with 64x64 vs "
-               "0.0086 with 128x64 and 0.0096 with 128x128; 128x2048x5632 0.0099 with 128x64 vs 0.0139 with 64x64 "
-               "and 0.0137 with 128x128)";
-        ch = pick(m64 ? kHopperM64 : kHopper64, why.str());
+      const auto [row, est] = p.M >= 128 ? least({kHopperM64x96, kHopperM64, kHopper64, kHopper128})
+                                         : least({kHopperM64x96, kHopperM64, kHopper128});
+      if (row != kHopper128) {
+        ch = pick(row, "sm_90, fewer 128x64 tiles than SMs, M and N multiples of 64: the least estimated time, " + est +
+                           " (each at its best split count): more SMs stream the operands, each at its share of L2 "
+                           "bandwidth (H200, bf16, per call under CUDA graphs: 128x2048x2048 0.0075 ms with 64x64 vs "
+                           "0.0086 with 128x64 and 0.0096 with 128x128; x @ W.t() 128x2048x5632 0.0081 with 64x96 vs "
+                           "0.0098 with 128x64, 0.0139 with 64x64 and 0.0136 with 128x128)");
         if (ch.cfg) return ch;
       }
     }

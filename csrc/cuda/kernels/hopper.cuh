@@ -123,7 +123,7 @@ constexpr int store_bytes() {  // 32 KB for 8 consumer warps, 16 KB for 4
 }
 // Dynamic shared memory: the ring of kStages stages (the table row's stages:
 // 4 x 48 KB for 128x256, 4 x 40 KB for 128x192 and 128x160, 6 x 32 KB for 128x128, 8 x 24 KB for 128x64,
-// 12 x 16 KB for 64x64), the store buffers, 1 KB of slack to align both to 1024 bytes (the swizzle atom),
+// 12 x 16 KB for 64x64, 8 x 24 KB for 64x96), the store buffers, 1 KB of slack to align both to 1024 bytes (the swizzle atom),
 // and the mbarriers.
 template <int BM, int BN, int kStages>
 constexpr int smem_bytes() {
@@ -222,6 +222,9 @@ __device__ __forceinline__ void fence_regs(float (&d)[R]) {
   TILELAB_WG_REGS96 ","                                                                \
   "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,"       \
   "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
+#define TILELAB_WG_REGS48 \
+  TILELAB_WG_REGS32 ","   \
+  "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47"
 #define TILELAB_WG_REGS80 \
   TILELAB_WG_REGS64 ","   \
   "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79"
@@ -277,8 +280,13 @@ __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t desc_a, uint6
       TILELAB_WGMMA(128, "bf16", TILELAB_WG_REGS64, 64, 65, 66, 67, 68, TILELAB_F64(d, 0));
     else
       TILELAB_WGMMA(128, "f16", TILELAB_WG_REGS64, 64, 65, 66, 67, 68, TILELAB_F64(d, 0));
+  } else if constexpr (BN == 96) {
+    if constexpr (kBf16)
+      TILELAB_WGMMA(96, "bf16", TILELAB_WG_REGS48, 48, 49, 50, 51, 52, TILELAB_F32(d, 0), TILELAB_F16(d, 32));
+    else
+      TILELAB_WGMMA(96, "f16", TILELAB_WG_REGS48, 48, 49, 50, 51, 52, TILELAB_F32(d, 0), TILELAB_F16(d, 32));
   } else {
-    static_assert(BN == 64, "hopper: BN is 64, 128, 160, 192 (half precision) or 256");
+    static_assert(BN == 64, "hopper: BN is 64, 96, 128, 160, 192 (half precision) or 256");
     if constexpr (kBf16)
       TILELAB_WGMMA(64, "bf16", TILELAB_WG_REGS32, 32, 33, 34, 35, 36, TILELAB_F32(d, 0));
     else
@@ -296,6 +304,7 @@ __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t desc_a, uint6
 #undef TILELAB_WG_REGS64
 #undef TILELAB_WG_REGS32
 #undef TILELAB_WG_REGS80
+#undef TILELAB_WG_REGS48
 
 #endif  // TILELAB_HOPPER_DEVICE
 
