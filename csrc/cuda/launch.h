@@ -16,8 +16,11 @@
 // Both lists below come from TILELAB_FAMILIES (families.h).
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <cuda_runtime.h>
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -153,11 +156,16 @@ inline bool is_even(const GemmProblem& p, int tm, int tn, int tk) {
   return p.M % tm == 0 && p.N % tn == 0 && p.K % tk == 0;
 }
 
-// Opts a kernel into more than 48 KB of dynamic shared memory (per device; cheap to repeat).
-template <typename Kernel>
-void allow_smem(Kernel kernel, int bytes) {
-  if (bytes > 48 * 1024)
-    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+// Opts kKernel into more than 48 KB of dynamic shared memory, once per device (the attribute is the
+// kernel's on each device; a driver call on every launch would add to the host cost of every call).
+template <auto kKernel>
+void allow_smem(int bytes) {
+  if (bytes <= 48 * 1024) return;
+  static std::array<std::atomic<bool>, 64> done{};
+  const int dev = c10::cuda::current_device();
+  if (dev < static_cast<int>(done.size()) && done[dev].load(std::memory_order_acquire)) return;
+  C10_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  if (dev < static_cast<int>(done.size())) done[dev].store(true, std::memory_order_release);
 }
 
 }  // namespace tilelab

@@ -76,9 +76,9 @@ void launch_blocked(const KernelConfig& row, const GemmProblem& p0) {
     // at compile time, so the main loop carries only the path it runs.
     with_mode(copy_mode(p.a, p.batch), [&](auto ma) {
       with_mode(copy_mode(p.b, p.batch), [&](auto mb) {
-        auto kernel = blocked_kernel<c.bm, c.bn, c.bk, TM, TN, c.pad, c.stages, kBlockedCopySteps,
-                                     decltype(ma)::value, decltype(mb)::value>;
-        allow_smem(kernel, static_cast<int>(S::kSmemBytes));
+        constexpr auto kernel = blocked_kernel<c.bm, c.bn, c.bk, TM, TN, c.pad, c.stages, kBlockedCopySteps,
+                                               decltype(ma)::value, decltype(mb)::value>;
+        allow_smem<kernel>(static_cast<int>(S::kSmemBytes));
         kernel<<<grid, block, S::kSmemBytes, stream>>>(args);
         C10_CUDA_KERNEL_LAUNCH_CHECK();
       });

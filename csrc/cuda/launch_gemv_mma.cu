@@ -31,7 +31,7 @@ void launch_kernel(const GemmProblem& p, int64_t tiles, cudaStream_t stream) {
   const int dev = c10::cuda::current_device();
   int per_sm = dev < 64 ? resident[dev] : 0;
   if (per_sm == 0) {
-    allow_smem(kernel, smem);
+    allow_smem<kernel>(smem);
     C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, smem));
     per_sm = std::max(per_sm, 1);
     if (dev < 64) resident[dev] = per_sm;
@@ -74,8 +74,8 @@ void launch_gemv_mma(const KernelConfig& row, const GemmProblem& p0) {
     static_assert(c.dtypes == (kF16 | kBF16) && c.min_sm >= 80, "gemv_mma: mma.sync bf16/fp16 needs sm_80");
     constexpr int kWarps = c.threads / 32, kU = c.bk / 32, kR = c.bn / 16;
     constexpr int kStagesTwo = gemv_mma::stages_two<c.stages, kR>();  // more than 8 rows
-    static_assert(row_smem<decltype(r)::value>() <= 227 * 1024, "gemv_mma: the ring and the sums fit sm_90's 227 KB");
-    static_assert(c.min_sm >= 90 || row_smem<decltype(r)::value>() <= 163 * 1024,
+    static_assert(row_smem<decltype(r)::value>() <= kSm90SmemBytes, "gemv_mma: the ring and the sums fit sm_90's 227 KB");
+    static_assert(c.min_sm >= 90 || row_smem<decltype(r)::value>() <= kSm80SmemBytes,
                   "gemv_mma: a ring above sm_80's 163 KB a block needs min_sm 90");
     GemmProblem p = p0;
     if (!p.a.k_contiguous) flip_contiguity(p, p.a, true);

@@ -80,8 +80,8 @@ dim3 persistent_grid(const GemmProblem& p, int bm, int bn) {
 template <typename T, int BM, int BN, int kStages, bool kPingPong, bool kAK, bool kBK>
 void launch_one(const GemmProblem& p0, cudaStream_t stream) {
   constexpr int smem = hopper::smem_bytes<BM, BN, kStages>();
-  auto kernel = hopper_kernel<T, BM, BN, kStages, kAK, kBK, kPingPong>;
-  allow_smem(kernel, smem);
+  constexpr auto kernel = hopper_kernel<T, BM, BN, kStages, kAK, kBK, kPingPong>;
+  allow_smem<kernel>(smem);
   GemmProblem p = p0;
   align_operand_rows(p);
   const Operand &a = p.a, &b = p.b;

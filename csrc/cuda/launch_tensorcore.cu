@@ -22,8 +22,8 @@ void launch_one(const GemmProblem& p0, cudaStream_t stream) {
   constexpr KernelConfig c = kConfigs[kRow];
   constexpr int kWarpsM = c.warps_m, kWarpsN = c.warps_n;
   constexpr int smem = tc::smem_bytes<T, c.bm, c.bn, c.bk, c.stages, c.pad, kAK, kBK>();
-  auto kernel = tensorcore_kernel<T, c.bm, c.bn, c.bk, kWarpsM, kWarpsN, c.stages, c.pad, kAK, kBK>;
-  allow_smem(kernel, smem);
+  constexpr auto kernel = tensorcore_kernel<T, c.bm, c.bn, c.bk, kWarpsM, kWarpsN, c.stages, c.pad, kAK, kBK>;
+  allow_smem<kernel>(smem);
   GemmProblem p = p0;
   align_operand_rows(p);
   kernel<<<grid_for(p, c.bm, c.bn), c.threads, smem, stream>>>(device_args<T>(p));

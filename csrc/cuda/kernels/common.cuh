@@ -12,6 +12,10 @@
 
 namespace tilelab {
 
+// Dynamic shared memory a block may opt into: 227 KB on sm_90, 163 KB on sm_80 (the CUDA programming
+// guide's per-architecture limits; the rows that need more than 48 KB check their rings against these).
+constexpr int kSm90SmemBytes = 227 * 1024, kSm80SmemBytes = 163 * 1024;
+
 // Half types accumulate in fp32 (like torch.mm); fp32 in fp32; fp64 in fp64.
 template <typename T> struct AccOf { using type = float; };
 template <> struct AccOf<double> { using type = double; };

@@ -129,7 +129,7 @@ template <int BM, int BN, int kStages>
 constexpr int smem_bytes() {
   return kStages * stage_bytes<BM, BN>() + store_bytes<BM>() + 1024 + 2 * 8 * kStages;
 }
-constexpr int kMaxSmemBytes = 227 * 1024;  // dynamic shared memory a block may have on sm_90
+constexpr int kMaxSmemBytes = kSm90SmemBytes;  // dynamic shared memory a block may have on sm_90
 
 #ifdef TILELAB_HOPPER_DEVICE
 // ---- mbarriers
