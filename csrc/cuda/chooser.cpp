@@ -331,9 +331,10 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     };
     // Fewer tiles than SMs even 128x64: the least estimated time among the narrow rows and 128x128 decides;
     // 128x128 falls through to the rules below (K-heavy weight gradients such as 768x12608x768: 128x128 in 3
-    // slices, 0.031 ms vs 0.052 for 128x64 unsplit). The narrow rows need M and N multiples of 64 (models' widths: on ragged edges 128x64 lost, 1000^3: 0.0117 ms against 0.0102-0.0108,
-    // cause not established), and 128x64 at least 128 rows (a 64-wide stage of fewer rows carries too few
-    // bytes to keep an SM streaming: bf16 32x4096x4096 0.030 ms unsplit against 0.024 for 128x128).
+    // slices, 0.031 ms vs 0.052 for 128x64 unsplit). The narrow rows need M and N multiples of 64 (models'
+    // widths: on ragged edges 128x64 lost, 1000^3: 0.0117 ms against 0.0102-0.0108, cause not established),
+    // and 128x64 at least 128 rows (a 64-wide stage of fewer rows carries too few bytes to keep an SM
+    // streaming: bf16 32x4096x4096 0.030 ms unsplit against 0.024 for 128x128).
     if (half && p.M % 64 == 0 && p.N % 64 == 0 && tiles(p, 128, 64) <= sms) {
       const auto [row, est] = p.M >= 128 ? least({kHopperM64x96, kHopperM64, kHopper64, kHopper128})
                                          : least({kHopperM64x96, kHopperM64, kHopper128});

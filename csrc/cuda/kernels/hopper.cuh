@@ -123,8 +123,8 @@ constexpr int store_bytes() {  // 32 KB for 8 consumer warps, 16 KB for 4
 }
 // Dynamic shared memory: the ring of kStages stages (the table row's stages:
 // 4 x 48 KB for 128x256, 4 x 40 KB for 128x192 and 128x160, 6 x 32 KB for 128x128, 8 x 24 KB for 128x64,
-// 12 x 16 KB for 64x64, 8 x 24 KB for 64x96), the store buffers, 1 KB of slack to align both to 1024 bytes (the swizzle atom),
-// and the mbarriers.
+// 12 x 16 KB for 64x64, 8 x 24 KB for 64x96), the store buffers, 1 KB of slack to align both to 1024
+// bytes (the swizzle atom), and the mbarriers.
 template <int BM, int BN, int kStages>
 constexpr int smem_bytes() {
   return kStages * stage_bytes<BM, BN>() + store_bytes<BM>() + 1024 + 2 * 8 * kStages;
