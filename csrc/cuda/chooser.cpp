@@ -335,9 +335,9 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // widths: on ragged edges 128x64 lost, 1000^3: 0.0117 ms against 0.0102-0.0108, cause not established),
     // and 128x64 at least 128 rows (a 64-wide stage of fewer rows carries too few bytes to keep an SM
     // streaming: bf16 32x4096x4096 0.030 ms unsplit against 0.024 for 128x128).
-    if (half && p.M % 64 == 0 && p.N % 64 == 0 && tiles(p, 128, 64) <= sms) {
-      const auto [row, est] = p.M >= 128 ? least({kHopperM64x96, kHopperM64, kHopper64, kHopper128})
-                                         : least({kHopperM64x96, kHopperM64, kHopper128});
+    // (64 rows took the 17-to-64-rows rule above: at M = 64 a wave of 128x64 tiles is one of 64x64.)
+    if (half && p.M >= 128 && p.M % 64 == 0 && p.N % 64 == 0 && tiles(p, 128, 64) <= sms) {
+      const auto [row, est] = least({kHopperM64x96, kHopperM64, kHopper64, kHopper128});
       if (row != kHopper128) {
         ch = pick(row, "sm_90, fewer 128x64 tiles than SMs, M and N multiples of 64: the least estimated time, " + est +
                            " (each at its best split count): more SMs stream the operands, each at its share of L2 "

@@ -112,12 +112,12 @@ void launch_one(const GemmProblem& p0, cudaStream_t stream) {
 
 // TF32 wgmma reads only k-contiguous operands: a column-major A / row-major B
 // is copied transposed first.
-template <int BN, int kStages>
+template <int BM, int BN, int kStages>
 void launch_tf32(const GemmProblem& p0, cudaStream_t stream) {
   GemmProblem p = p0;
   if (!p.a.k_contiguous) flip_contiguity(p, p.a, true);
   if (!p.b.k_contiguous) flip_contiguity(p, p.b, false);
-  launch_one<float, 128, BN, kStages, false, true, true>(p, stream);
+  launch_one<float, BM, BN, kStages, false, true, true>(p, stream);
 }
 
 template <typename T, int BM, int BN, int kStages, bool kPingPong>
@@ -169,7 +169,7 @@ void launch_hopper(const KernelConfig& row, const GemmProblem& p) {
       static_assert(c.dtypes == kF32 && c.bk == hopper::tile_k<float>(), "TF32 rows: fp32, 32 of K per stage");
       TORCH_CHECK(p.dtype == at::kFloat, "tilelab: ", c.name, " needs float32 inputs");
       static_assert(!kPingPong, "hopper: TF32 rows are cooperative");
-      launch_tf32<c.bn, c.stages>(p, stream);
+      launch_tf32<c.bm, c.bn, c.stages>(p, stream);
       return;
     }
     static_assert(c.tf32 || (c.dtypes == (kF16 | kBF16) && c.bk == hopper::tile_k<c10::Half>()),
