@@ -168,35 +168,6 @@ void allow_smem(int bytes) {
   if (dev < static_cast<int>(done.size())) done[dev].store(true, std::memory_order_release);
 }
 
-// Programmatic dependent launch (PDL, sm_90+): a kernel launched with launch_overlapped may start while
-// the previous kernel in the stream is finishing -- its blocks set up shared memory and barriers, then
-// wait in griddep_wait (kernels/common.cuh) until that kernel has completed and its writes are visible,
-// before their first global access. What overlaps is the launch, the block setup and the previous
-// kernel's tail; where the previous kernel also triggers its dependents early (griddep_launch_dependents:
-// the hopper kernels, at their start), the next one's blocks wait on the SMs it leaves idle. CUDA graphs
-// keep it as a programmatic edge. On by default; torch.ops.tilelab._set_overlap(False) turns it off
-// (the kernels are the same; only the launch attribute goes).
-inline std::atomic<bool> g_overlap_launch{true};
-
-// Launches kernel<<<grid, block, smem, stream>>>(args...), with programmatic stream serialization
-// allowed while g_overlap_launch is on. Only kernels that call griddep_wait before touching global
-// memory may be launched this way.
-template <typename... Params, typename... Args>
-void launch_overlapped(void (*kernel)(Params...), dim3 grid, dim3 block, int smem, cudaStream_t stream,
-                       Args&&... args) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = g_overlap_launch.load(std::memory_order_relaxed) ? 1 : 0;
-  C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
-}
-
 }  // namespace tilelab
 
 // Every family supports the four float dtypes torch.mm does.

@@ -105,8 +105,9 @@ void launch_one(const GemmProblem& p0, cudaStream_t stream) {
   const CUtensorMap map_c_tail = store_c && kTailCols > 0 ? make_map(p.c, p.dtype, p.N, p.M, p.batch, p.sc_m, p.sc_b,
                                                                      hopper::kStoreRows, kTailCols)
                                                           : map_c;  // unused
-  launch_overlapped(kernel, persistent_grid(p, BM, BN), dim3(hopper::threads<BM>()), smem, stream, map_a, map_b,
-                    map_c, map_c_tail, device_args<T>(p), a_batch ? 1 : 0, b_batch ? 1 : 0, store_c ? 1 : 0);
+  kernel<<<persistent_grid(p, BM, BN), hopper::threads<BM>(), smem, stream>>>(
+      map_a, map_b, map_c, map_c_tail, device_args<T>(p), a_batch ? 1 : 0, b_batch ? 1 : 0, store_c ? 1 : 0);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 // TF32 wgmma reads only k-contiguous operands: a column-major A / row-major B

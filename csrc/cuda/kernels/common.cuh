@@ -34,22 +34,6 @@ __device__ __forceinline__ int next_stage(int s) {
   return s == (kStages - 1) * kStride ? 0 : s + kStride;
 }
 
-// Programmatic dependent launch (launch.h: launch_overlapped). griddep_wait: until the previous kernel in
-// the stream has completed and its writes are visible (at once for a kernel launched without the
-// attribute); a kernel launched overlapped calls it before its first global load or store.
-// griddep_launch_dependents: the next kernel, if launched overlapped, may start its blocks now (it
-// still waits for this one to complete). Both are no-ops below sm_90.
-__device__ __forceinline__ void griddep_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void griddep_launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-}
-
 // D += A B on the tensor cores (sm_80+): mma.sync m16n8k16, bf16 or fp16
 // inputs, fp32 accumulators, in the PTX fragment layouts (lane (g, t) =
 // (lane / 4, lane % 4): A rows g, g + 8 at k 2t, 2t + 1, 2t + 8, 2t + 9; B

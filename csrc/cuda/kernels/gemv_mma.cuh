@@ -99,9 +99,6 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_mma_kernel(GemmArgs<T> p, in
   const int chunks = (K + kChunk - 1) / kChunk, stride = kWarps * kU;
   const int rpt = (chunks + stride - 1) / stride;  // rounds per tile, the same for every warp
   const int total = mine * rpt;
-  // Launched overlapped (launch.h): the previous kernel's writes are visible from here on.
-  griddep_wait();
-  griddep_launch_dependents();
 
   // Tile `id` as (batch, first column, first row).
   auto locate = [&](int64_t id, int& bz, int& n0, int& m0) {

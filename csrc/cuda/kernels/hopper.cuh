@@ -166,11 +166,6 @@ __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, u
       : "memory");
 }
 
-// The tensor map at generic address `map` (a __grid_constant__ kernel parameter) into the TMA unit's cache.
-__device__ __forceinline__ void tma_prefetch_map(const CUtensorMap* map) {
-  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
-}
-
 // ---- TMA store: one box of shared memory into a 3-D tensor map (contiguous dim, rows, batch);
 // elements outside the tensor are not written. Bulk groups: wait_read<N> returns once all but the
 // N most recent groups of this thread have read their shared memory (the buffer may be reused).
@@ -466,16 +461,8 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
       mbar_init(empty(s), kReleases);   // one arrival per consumer warp
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    // The tensor maps (kernel parameters) into the TMA unit's cache while the previous kernel finishes.
-    tma_prefetch_map(&map_a);
-    tma_prefetch_map(&map_b);
-    if (store_c) tma_prefetch_map(&map_c);
   }
   __syncthreads();
-  // Launched overlapped (launch.h): everything above ran beside the previous kernel's tail; its writes are
-  // visible from here on. The next kernel may start its blocks on the SMs this grid leaves idle.
-  griddep_wait();
-  griddep_launch_dependents();
 
   const PersistentGrouped<kGroupM> sched(p.M, p.N, BM, BN, (p.K + kTileK - 1) / kTileK, p.splits, p.batch);
 
