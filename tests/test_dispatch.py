@@ -147,6 +147,18 @@ def test_narrow_rows_below_a_wave(operands, M, K, N, row):
     assert explain_described(*operands(M, K - 24, N), **H200).kernel == row
 
 
+@pytest.mark.parametrize("M,K,N", [(1576, 3072, 768), (1576, 768, 768), (1800, 1024, 768), (800, 4096, 1536)])
+def test_128x96_between_narrow_rows_and_a_wave(M, K, N):
+    """More 128x64 tiles than SMs, fewer 128x128 ones, a wave of 128x96 (ViT-B/16 at batch 8: fc2 and proj), x @
+    W.t(): hopper_128x96x64. A row-major B (dy @ W) or an N of ragged 96-wide tiles keeps 128x128."""
+    e = explain_described(*linear(M, K, N), **H200)
+    assert e.kernel == "hopper_128x96x64" and "128x96" in e.reason, e
+    assert explain_described(*mm(M, K, N), **H200).kernel == "hopper_128x128x64"
+    assert explain_described(*linear(M, K, N + 64), **H200).kernel != "hopper_128x96x64"
+    # A full wave of 128x128 tiles: the rules for waves.
+    assert explain_described(*linear(3 * M, K, N), **H200).kernel != "hopper_128x96x64"
+
+
 def test_weight_gradient_keeps_split_128x128():
     """768 x 768 weight gradients over many tokens: 128x128 tiles in 3 slices of K beat 128x64 unsplit (H200:
     0.031 ms vs 0.052 at K = 12608), which the estimate sees (the narrow rows cannot split in one wave)."""

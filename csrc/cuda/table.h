@@ -65,6 +65,9 @@ inline constexpr KernelConfig kConfigs[] = {
   {"hopper_128x256x64",          "hopper",          Family::Hopper,    256, 128, 256, 64,  8, 1,  384, 4, 0, kF16 | kBF16, 90, false, "wgmma m64n256k16 (fp32 acc) + TMA, 128B swizzle, 4-stage mbarrier ring, producer + 2 consumer warpgroups"},
   {"hopper_128x192x64",          "hopper",          Family::Hopper,    192, 128, 192, 64,  8, 1,  384, 4, 0, kF16 | kBF16, 90, false, "wgmma m64n192k16 (fp32 acc) + TMA, 128B swizzle, 4-stage mbarrier ring, producer + 2 consumer warpgroups"},
   {"hopper_128x128x64",          "hopper",          Family::Hopper,    128, 128, 128, 64,  8, 1,  384, 6, 0, kF16 | kBF16, 90, false, "wgmma m64n128k16 (fp32 acc) + TMA, 128B swizzle, 6-stage mbarrier ring, producer + 2 consumer warpgroups"},
+  // 96 wide: a sub-wave product of 128-row tiles on more SMs at fewer bytes a k-step (ViT-B/16 at batch 8:
+  // 1576 x 768 outputs are 78 tiles of 128x128, 104 of 128x96; 28 KB a stage against 32).
+  {"hopper_128x96x64",           "hopper",          Family::Hopper,     96, 128,  96, 64,  8, 1,  384, 6, 0, kF16 | kBF16, 90, false, "wgmma m64n96k16 (fp32 acc) + TMA, 128B swizzle, 6-stage mbarrier ring, producer + 2 consumer warpgroups"},
   // 64 wide: products of fewer tiles than SMs (128 tokens through a 2048 -> 5632 projection: 44 tiles of 128x128),
   // which an SM's share of L2 bandwidth bounds (H200: ~75 GB/s a block, ncu): twice the SMs read the same bytes.
   {"hopper_128x64x64",           "hopper",          Family::Hopper,     64, 128,  64, 64,  8, 1,  384, 8, 0, kF16 | kBF16, 90, false, "wgmma m64n64k16 (fp32 acc) + TMA, 128B swizzle, 8-stage mbarrier ring, producer + 2 consumer warpgroups"},
