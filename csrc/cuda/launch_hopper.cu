@@ -77,10 +77,10 @@ dim3 persistent_grid(const GemmProblem& p, int bm, int bn) {
   return dim3(static_cast<unsigned>(std::max<int64_t>(1, std::min(count, sms))));
 }
 
-template <typename T, int BM, int BN, int kStages, int kSub, bool kPingPong, bool kAK, bool kBK>
+template <typename T, int BM, int BN, int kStages, bool kPingPong, bool kAK, bool kBK>
 void launch_one(const GemmProblem& p0, cudaStream_t stream) {
-  constexpr int smem = hopper::smem_bytes<BM, BN, kStages, kSub>();
-  constexpr auto kernel = hopper_kernel<T, BM, BN, kStages, kSub, kAK, kBK, kPingPong>;
+  constexpr int smem = hopper::smem_bytes<BM, BN, kStages>();
+  constexpr auto kernel = hopper_kernel<T, BM, BN, kStages, kAK, kBK, kPingPong>;
   allow_smem<kernel>(smem);
   GemmProblem p = p0;
   align_operand_rows(p);
@@ -117,13 +117,13 @@ void launch_tf32(const GemmProblem& p0, cudaStream_t stream) {
   GemmProblem p = p0;
   if (!p.a.k_contiguous) flip_contiguity(p, p.a, true);
   if (!p.b.k_contiguous) flip_contiguity(p, p.b, false);
-  launch_one<float, BM, BN, kStages, 1, false, true, true>(p, stream);
+  launch_one<float, BM, BN, kStages, false, true, true>(p, stream);
 }
 
-template <typename T, int BM, int BN, int kStages, int kSub, bool kPingPong>
+template <typename T, int BM, int BN, int kStages, bool kPingPong>
 void launch_layouts(const GemmProblem& p, cudaStream_t stream) {
   with_layouts(p, [&](auto ak, auto bk) {
-    launch_one<T, BM, BN, kStages, kSub, kPingPong, decltype(ak)::value, decltype(bk)::value>(p, stream);
+    launch_one<T, BM, BN, kStages, kPingPong, decltype(ak)::value, decltype(bk)::value>(p, stream);
   });
 }
 
@@ -170,20 +170,16 @@ void launch_hopper(const KernelConfig& row, const GemmProblem& p) {
       TORCH_CHECK(p.dtype == at::kFloat, "tilelab: ", c.name, " needs float32 inputs");
       static_assert(!kPingPong, "hopper: TF32 rows are cooperative");
       launch_tf32<c.bm, c.bn, c.stages>(p, stream);
-    } else {
-      // k-tiles of 64 half elements (a 128-byte box row) a stage: one, or two (cooperative rows: half the
-      // stage barriers and MMA groups per K, for tiles whose k-tile is little work).
-      constexpr int kSub = c.bk / hopper::tile_k<c10::Half>();
-      static_assert(c.dtypes == (kF16 | kBF16) && (kSub == 1 || (kSub == 2 && !kPingPong)) &&
-                        c.bk == kSub * hopper::tile_k<c10::Half>(),
-                    "half rows: float16/bfloat16, 64 or 128 of K per stage (128: cooperative rows)");
-      if (p.dtype == at::kHalf)
-        launch_layouts<c10::Half, c.bm, c.bn, c.stages, kSub, kPingPong>(p, stream);
-      else if (p.dtype == at::kBFloat16)
-        launch_layouts<c10::BFloat16, c.bm, c.bn, c.stages, kSub, kPingPong>(p, stream);
-      else
-        TORCH_CHECK(false, "tilelab: ", c.name, " needs float16 or bfloat16 inputs");
+      return;
     }
+    static_assert(c.tf32 || (c.dtypes == (kF16 | kBF16) && c.bk == hopper::tile_k<c10::Half>()),
+                  "half rows: float16/bfloat16, 64 of K per stage");
+    if (p.dtype == at::kHalf)
+      launch_layouts<c10::Half, c.bm, c.bn, c.stages, kPingPong>(p, stream);
+    else if (p.dtype == at::kBFloat16)
+      launch_layouts<c10::BFloat16, c.bm, c.bn, c.stages, kPingPong>(p, stream);
+    else
+      TORCH_CHECK(false, "tilelab: ", c.name, " needs float16 or bfloat16 inputs");
   });
 }
 

@@ -107,12 +107,11 @@ constexpr int threads() {
 }
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;  // 40*128 + 232*256 <= 64K registers
 
-// A stage holds kSub k-tiles (128 bytes of K each) of A's BM rows and of B's BN rounded up to whole 64-row
-// boxes (an n-contiguous B of a 160-wide tile is read as 3 boxes of 64 columns, the last one half unused):
-// A's k-tiles first, then B's.
-template <int BM, int BN, int kSub = 1>
+// A stage holds A's BM rows and B's BN rounded up to whole 64-row boxes (an n-contiguous B of a
+// 160-wide tile is read as 3 boxes of 64 columns, the last one half unused).
+template <int BM, int BN>
 constexpr int stage_bytes() {
-  return kSub * (BM + (BN + 63) / 64 * 64) * 128;
+  return (BM + (BN + 63) / 64 * 64) * 128;
 }
 // The epilogue's staging buffers: two per consumer warp, each one TMA-store
 // box of 16 rows x 128 bytes (64 half / 32 fp32 columns), 128-byte swizzled.
@@ -126,9 +125,9 @@ constexpr int store_bytes() {  // 32 KB for 8 consumer warps, 16 KB for 4
 // 4 x 48 KB for 128x256, 4 x 40 KB for 128x192 and 128x160, 6 x 32 KB for 128x128, 8 x 24 KB for 128x64,
 // 12 x 16 KB for 64x64, 8 x 24 KB for 64x96), the store buffers, 1 KB of slack to align both to 1024
 // bytes (the swizzle atom), and the mbarriers.
-template <int BM, int BN, int kStages, int kSub = 1>
+template <int BM, int BN, int kStages>
 constexpr int smem_bytes() {
-  return kStages * stage_bytes<BM, BN, kSub>() + store_bytes<BM>() + 1024 + 2 * 8 * kStages;
+  return kStages * stage_bytes<BM, BN>() + store_bytes<BM>() + 1024 + 2 * 8 * kStages;
 }
 constexpr int kMaxSmemBytes = kSm90SmemBytes;  // dynamic shared memory a block may have on sm_90
 
@@ -420,18 +419,17 @@ __device__ __forceinline__ void bar_arrive(int id, int threads) {
 // two shared-memory boxes of 16 x 128 bytes, alternately, and the TMA writes
 // them (clipped at M and N, asynchronously: the warp goes on to its next tile
 // while the writes drain). Otherwise the threads store from registers.
-template <typename T, int BM, int BN, int kStages, int kSub, bool kAK, bool kBK, bool kPingPong>
+template <typename T, int BM, int BN, int kStages, bool kAK, bool kBK, bool kPingPong>
 __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
     hopper_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                   const __grid_constant__ CUtensorMap map_c, const __grid_constant__ CUtensorMap map_c_tail,
                   GemmArgs<T> p, int a_batch, int b_batch, int store_c) {
 #ifdef TILELAB_HOPPER_DEVICE
   using namespace hopper;
-  static_assert(smem_bytes<BM, BN, kStages, kSub>() <= kMaxSmemBytes, "hopper: the ring must fit in shared memory");
-  static_assert(kSub == 1 || (kSub == 2 && !kPingPong), "hopper: one or two k-tiles a stage (cooperative rows)");
+  static_assert(smem_bytes<BM, BN, kStages>() <= kMaxSmemBytes, "hopper: the ring must fit in shared memory");
   static_assert(!kPingPong || (BN <= 128 && BM == 128),
                 "hopper: a ping-pong warpgroup holds a whole 128-row tile (BN / 2 * 2 floats)");
-  constexpr int kStageBytes = stage_bytes<BM, BN, kSub>();
+  constexpr int kStageBytes = stage_bytes<BM, BN>();
   constexpr int kABytes = BM * 128;
   constexpr int kConsumerWarps = 4 * consumer_groups<BM>();
   constexpr int kTileK = tile_k<T>();  // also a box's extent along its contiguous dimension
@@ -439,8 +437,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
   // B's boxes: one of BN rows (k-contiguous), or BN / 64 rounded up of 64 columns (n-contiguous; the TMA
   // fills the whole box, so the stage's expected bytes count whole boxes).
   constexpr int kBBoxes = (BN + kTileK - 1) / kTileK;
-  constexpr int kTxBytes = kABytes + (kBK ? BN * 128 : kBBoxes * kBoxBytes);  // one k-tile's
-  constexpr int kBRegion = kBBoxes * kBoxBytes;  // B's k-tile in the stage, after kSub of A's
+  constexpr int kTxBytes = kABytes + (kBK ? BN * 128 : kBBoxes * kBoxBytes);
   constexpr int kHalves = kPingPong ? 2 : 1;  // m64 halves of the tile one consumer warpgroup computes
   static_assert(sizeof(T) == 2 || (std::is_same_v<T, float> && kAK && kBK),
                 "hopper: 16-bit inputs, or k-contiguous fp32 (TF32)");
@@ -478,32 +475,25 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
         const WorkTile w = sched.at(i);
         const int m0 = w.tm * BM, n0 = w.tn * BN;
         const int za = a_batch ? w.batch : 0, zb = b_batch ? w.batch : 0;
-        for (int kt = w.k_begin; kt < w.k_end; kt += kSub, ++it) {
+        for (int kt = w.k_begin; kt < w.k_end; ++kt, ++it) {
           const int s = it % kStages;
           if (it >= kStages) mbar_wait(empty(s), ((it / kStages) + 1) & 1);
-          // The stage's k-tiles: kSub, or fewer at the end of the work's K range (a slice of K may end in
-          // the middle of a stage; nothing is loaded past it).
-          const int subs = kSub == 1 ? 1 : min(kSub, w.k_end - kt);
-          mbar_expect_tx(full(s), subs * kTxBytes);
+          const uint32_t sa = ring + s * kStageBytes, sb = sa + kABytes;
+          mbar_expect_tx(full(s), kTxBytes);
+          const int k0 = kt * kTileK;
+          if constexpr (kAK) {
+            tma_load(sa, &map_a, full(s), k0, m0, za);
+          } else {
 #pragma unroll
-          for (int u = 0; u < kSub; ++u) {
-            if (u >= subs) break;
-            const uint32_t sa = ring + s * kStageBytes + u * kABytes, sb = ring + s * kStageBytes + kSub * kABytes + u * kBRegion;
-            const int k0 = (kt + u) * kTileK;
-            if constexpr (kAK) {
-              tma_load(sa, &map_a, full(s), k0, m0, za);
-            } else {
+            for (int j = 0; j < BM / kTileK; ++j)
+              tma_load(sa + j * kBoxBytes, &map_a, full(s), m0 + j * kTileK, k0, za);
+          }
+          if constexpr (kBK) {
+            tma_load(sb, &map_b, full(s), k0, n0, zb);
+          } else {
 #pragma unroll
-              for (int j = 0; j < BM / kTileK; ++j)
-                tma_load(sa + j * kBoxBytes, &map_a, full(s), m0 + j * kTileK, k0, za);
-            }
-            if constexpr (kBK) {
-              tma_load(sb, &map_b, full(s), k0, n0, zb);
-            } else {
-#pragma unroll
-              for (int j = 0; j < kBBoxes; ++j)
-                tma_load(sb + j * kBoxBytes, &map_b, full(s), n0 + j * kTileK, k0, zb);
-            }
+            for (int j = 0; j < kBBoxes; ++j)
+              tma_load(sb + j * kBoxBytes, &map_b, full(s), n0 + j * kTileK, k0, zb);
           }
         }
       }
@@ -528,7 +518,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
       const WorkTile w = sched.at(i);
       const int ktiles = w.k_end - w.k_begin;
       if (kPingPong && (j % 2) != c) {  // the other warpgroup's tile: only its ring slots
-        it += (ktiles + kSub - 1) / kSub;
+        it += ktiles;
         continue;
       }
       // Half precision: the tile's column bias is loaded now, packed in pairs (exact: its elements are T),
@@ -561,28 +551,23 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
 #pragma unroll
         for (int q = 0; q < BN / 2; ++q) d[h][q] = 0.0f;
 
-      for (int kt = 0; kt < ktiles; kt += kSub, ++it) {
+      for (int kt = 0; kt < ktiles; ++kt, ++it) {
         const int s = it % kStages;
         mbar_wait(full(s), (it / kStages) & 1);
         const uint32_t stage = ring + s * kStageBytes;
-        const int subs = kSub == 1 ? 1 : min(kSub, ktiles - kt);  // the producer's count for this stage
+        const uint32_t sb = stage + kABytes;
 #pragma unroll
         for (int h = 0; h < kHalves; ++h) fence_regs(d[h]);
         wgmma_fence();
 #pragma unroll
-        for (int u = 0; u < kSub; ++u) {
-          if (u >= subs) break;
-          const uint32_t sb = stage + kSub * kABytes + u * kBRegion;
+        for (int kk = 0; kk < 4; ++kk) {  // 4 x 32 bytes of K
 #pragma unroll
-          for (int kk = 0; kk < 4; ++kk) {  // 4 x 32 bytes of K
-#pragma unroll
-            for (int h = 0; h < kHalves; ++h) {
-              // The m64 half h (ping-pong) or c (cooperative) of A starts h or c times 8 KB into the k-tile,
-              // in both A layouts.
-              const uint32_t sa = stage + u * kABytes + (kPingPong ? h : c) * kBoxBytes;
-              wgmma<T, BN, kAK ? 0 : 1, kBK ? 0 : 1>(d[h], make_desc(sa + kk * kStepA, kLboA, 1024),
-                                                      make_desc(sb + kk * kStepB, kLboB, 1024));
-            }
+          for (int h = 0; h < kHalves; ++h) {
+            // The m64 half h (ping-pong) or c (cooperative) of A starts h or c times 8 KB into the stage,
+            // in both A layouts.
+            const uint32_t sa = stage + (kPingPong ? h : c) * kBoxBytes;
+            wgmma<T, BN, kAK ? 0 : 1, kBK ? 0 : 1>(d[h], make_desc(sa + kk * kStepA, kLboA, 1024),
+                                                    make_desc(sb + kk * kStepB, kLboB, 1024));
           }
         }
         wgmma_commit();
