@@ -29,7 +29,7 @@
 //     TF32), and releases the previous stage once its own wgmma group on that
 //     stage has completed (one group stays in flight, so the tensor cores never
 //     wait on the release). Cooperative rows: each owns 64 rows of every tile
-//     (m64nBN, BN = 64, 128, 160, 192 or 256). Ping-pong rows: each owns whole 128 x 128 tiles
+//     (m64nBN, BN = 64, 96, 128, 160, 192 or 256). Ping-pong rows: each owns whole 128 x 128 tiles
 //     (two m64n128 per k16), the two alternating, so one stores while the other
 //     multiplies.
 //
@@ -122,9 +122,9 @@ constexpr int store_bytes() {  // 32 KB for 8 consumer warps, 16 KB for 4
   return consumer_groups<BM>() * 4 * 2 * kStoreBoxBytes;
 }
 // Dynamic shared memory: the ring of kStages stages (the table row's stages:
-// 4 x 48 KB for 128x256, 4 x 40 KB for 128x192 and 128x160, 6 x 32 KB for 128x128, 8 x 24 KB for 128x64,
-// 12 x 16 KB for 64x64, 8 x 24 KB for 64x96), the store buffers, 1 KB of slack to align both to 1024
-// bytes (the swizzle atom), and the mbarriers.
+// 4 x 48 KB for 128x256, 4 x 40 KB for 128x192 and 128x160, 6 x 32 KB for 128x128 and 128x96, 8 x 24 KB
+// for 128x64, 12 x 16 KB for 64x64, 8 x 24 KB for 64x96), the store buffers, 1 KB of slack to align both
+// to 1024 bytes (the swizzle atom), and the mbarriers.
 template <int BM, int BN, int kStages>
 constexpr int smem_bytes() {
   return kStages * stage_bytes<BM, BN>() + store_bytes<BM>() + 1024 + 2 * 8 * kStages;
