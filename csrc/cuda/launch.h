@@ -156,16 +156,35 @@ inline bool is_even(const GemmProblem& p, int tm, int tn, int tk) {
   return p.M % tm == 0 && p.N % tn == 0 && p.K % tk == 0;
 }
 
-// Opts kKernel into more than 48 KB of dynamic shared memory, once per device (the attribute is the
-// kernel's on each device; a driver call on every launch would add to the host cost of every call).
+// What a launcher asks the driver about its kernel once per device, not on every call (a driver call
+// per launch would add to the host cost of every product).
+enum class DeviceFact { kSmemOptIn, kBlocksPerSm };
+
+// The value `make` returns (positive) for kKernel's fact kFact on the current device: computed on the
+// first call on that device, then read back (devices past the first 64 compute it on every call).
+template <auto kKernel, DeviceFact kFact, typename Make>
+int once_per_device(Make&& make) {
+  static std::array<std::atomic<int>, 64> known{};  // 0: not computed yet
+  const int dev = c10::cuda::current_device();
+  const bool cached = dev >= 0 && dev < static_cast<int>(known.size());
+  if (cached) {
+    const int v = known[dev].load(std::memory_order_acquire);
+    if (v != 0) return v;
+  }
+  const int v = make();
+  if (cached) known[dev].store(v, std::memory_order_release);
+  return v;
+}
+
+// Opts kKernel into more than 48 KB of dynamic shared memory (the attribute is the kernel's on each
+// device), once per device.
 template <auto kKernel>
 void allow_smem(int bytes) {
   if (bytes <= 48 * 1024) return;
-  static std::array<std::atomic<bool>, 64> done{};
-  const int dev = c10::cuda::current_device();
-  if (dev < static_cast<int>(done.size()) && done[dev].load(std::memory_order_acquire)) return;
-  C10_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  if (dev < static_cast<int>(done.size())) done[dev].store(true, std::memory_order_release);
+  once_per_device<kKernel, DeviceFact::kSmemOptIn>([&] {
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    return 1;
+  });
 }
 
 }  // namespace tilelab

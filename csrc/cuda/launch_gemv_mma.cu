@@ -21,21 +21,18 @@ namespace tilelab {
 namespace {
 
 // One kernel on p: persistent, every block resident, each with the same number of tiles (the last with
-// the rest). The shared-memory opt-in and the blocks an SM holds: once per device (a static per
-// instantiation).
+// the rest). The shared-memory opt-in and the blocks an SM holds: once per device (launch.h,
+// once_per_device).
 template <typename T, int kWarps, int kU, int kStages, int kR, bool kTwo>
 void launch_kernel(const GemmProblem& p, int64_t tiles, cudaStream_t stream) {
   constexpr auto kernel = gemv_mma_kernel<T, kWarps, kU, kStages, kR, kTwo>;
   constexpr int smem = gemv_mma::smem_bytes<kWarps, kU, kStages, kR, kTwo>();
-  static int resident[64] = {};
-  const int dev = c10::cuda::current_device();
-  int per_sm = dev < 64 ? resident[dev] : 0;
-  if (per_sm == 0) {
-    allow_smem<kernel>(smem);
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, smem));
-    per_sm = std::max(per_sm, 1);
-    if (dev < 64) resident[dev] = per_sm;
-  }
+  allow_smem<kernel>(smem);
+  const int per_sm = once_per_device<kernel, DeviceFact::kBlocksPerSm>([&] {
+    int n = 0;
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kWarps * 32, smem));
+    return std::max(n, 1);
+  });
   const int64_t slots = static_cast<int64_t>(at::cuda::getCurrentDeviceProperties()->multiProcessorCount) * per_sm;
   const int64_t per = (tiles + slots - 1) / slots;
   const int64_t grid = (tiles + per - 1) / per;
