@@ -159,6 +159,21 @@ def test_128x96_between_narrow_rows_and_a_wave(M, K, N):
     assert explain_described(*linear(3 * M, K, N), **H200).kernel != "hopper_128x96x64"
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, BF16, torch.float16])
+@pytest.mark.parametrize("operands", [mm, linear], ids=["mm", "linear"])
+@pytest.mark.parametrize("M,K,N", [(2, 3, 100003), (16, 8, 65536), (1, 4, 262144)])
+def test_naive_for_few_rows_over_a_tiny_k(operands, M, K, N, dtype):
+    """At most 16 rows and K <= 8 (the skinny suite's 2x3x100003): one thread per output, the naive row (H200:
+    gemv_16x8 and gemv_mma were 4-14x slower, a warp per column on 3 to 8 elements of K)."""
+    e = explain_described(*operands(M, K, N, dtype), **H200)
+    assert e.kernel == "naive_16x16" and "K <= 8" in e.reason, e
+    # More rows, or a longer K: the other rules.
+    assert explain_described(*operands(64, K, N, dtype), **H200).kernel != "naive_16x16"
+    assert explain_described(*operands(M, 16, N, dtype), **H200).kernel != "naive_16x16"
+    # fp64 keeps the textbook tiled rows.
+    assert explain_described(*operands(M, K, N, torch.float64), **H200).kernel.startswith("tiled_")
+
+
 def test_weight_gradient_keeps_split_128x128():
     """768 x 768 weight gradients over many tokens: 128x128 tiles in 3 slices of K beat 128x64 unsplit (H200:
     0.031 ms vs 0.052 at K = 12608), which the estimate sees (the narrow rows cannot split in one wave)."""

@@ -33,7 +33,8 @@ constexpr int kTc256 = row_index("tensorcore_128x256x64"), kTc128 = row_index("t
               kTc64 = row_index("tensorcore_64x64x32");
 constexpr int kTcTf32_256 = row_index("tensorcore_tf32_128x256x32"),
               kTcTf32_128 = row_index("tensorcore_tf32_128x128x16"), kTcTf32_64 = row_index("tensorcore_tf32_64x64x16");
-constexpr int kGemv = row_index("gemv_16x8"), kGemvMma = row_index("gemv_mma_16x32x64");
+constexpr int kGemv = row_index("gemv_16x8"), kGemvMma = row_index("gemv_mma_16x32x64"),
+              kNaive16 = row_index("naive_16x16");
 constexpr int kTiled32 = row_index("tiled_32x32x32"), kTiled16 = row_index("tiled_16x16x16"),
               kTiled8 = row_index("tiled_8x8x8");
 
@@ -237,6 +238,18 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     ch = pick(kGemv, "a tiny product (M*N*K <= 2^16, K <= 256) with rows not 16-byte aligned: one launch of the "
                      "gemv row, operands read in place (H200, per call under CUDA graphs: bf16 5x5x5 2.7 us vs 4.6 "
                      "for tensorcore_64x64x32, which copies them first; fp32 3.4 vs 5.0 for blocked_k16_64x64x16)");
+    if (ch.cfg) return ch;
+  }
+
+  // --- at most 16 rows over a K of at most 8 (a few multiply-adds an output): writing C and reading the
+  // operands once is the work. One thread per output reads them in place (the naive row); a warp per output
+  // column (gemv) idles most lanes on so short a K, and the tile rows copy rows that are not 16-byte aligned
+  // and pad K to a whole stage. (Grid: at most 65535 column tiles of 16.)
+  if ((half || p.dtype == c10::ScalarType::Float) && p.M <= 16 && p.K <= 8 && (p.N + 15) / 16 <= 65535) {
+    ch = pick(kNaive16, "at most 16 rows and K <= 8: one thread per output, operands read in place (H200, per call "
+                        "under CUDA graphs, F.linear's layout: fp32 2x3x100003 0.0080 ms vs 0.116 for gemv_16x8, "
+                        "16x8x65536 0.0095 vs 0.132; bf16 2x3x100003 0.0061 vs 0.026 for hopper_128x256x64, "
+                        "16x8x65536 0.0096 vs 0.041 for gemv_mma_16x32x64)");
     if (ch.cfg) return ch;
   }
 
