@@ -52,6 +52,13 @@ int64_t tiles(const GemmProblem& p, int bm, int bn) {
   return ((p.M + bm - 1) / bm) * ((p.N + bn - 1) / bn) * p.batch;
 }
 
+// Whether hopper row c reads only its own BN columns of B a stage: always with a k-contiguous B (one box of
+// BN rows); a row-major B is read in whole 64-column boxes, so a BN that is not a multiple of 64 (96) loads
+// a stage as large as the next multiple's (128), which est_ns does not count.
+bool reads_only_its_b(const KernelConfig& c, const GemmProblem& p) {
+  return c.bn % 64 == 0 || p.b.k_contiguous;
+}
+
 // ---- split-K: the estimated time of a row on `s` slices of K. A block's time
 // is a fixed cost (pipeline fill and drain, epilogue) plus, per element of K,
 // the slower of its operand bytes (an SM alone streams ~100 B/ns) and its MMAs
@@ -245,7 +252,8 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   // operands once is the work. One thread per output reads them in place (the naive row); a warp per output
   // column (gemv) idles most lanes on so short a K, and the tile rows copy rows that are not 16-byte aligned
   // and pad K to a whole stage. (Grid: at most 65535 column tiles of 16.)
-  if ((half || p.dtype == c10::ScalarType::Float) && p.M <= 16 && p.K <= 8 && (p.N + 15) / 16 <= 65535) {
+  if ((half || p.dtype == c10::ScalarType::Float) && p.M <= 16 && p.K <= 8 &&
+      (p.N + kConfigs[kNaive16].bn - 1) / kConfigs[kNaive16].bn <= 65535) {
     ch = pick(kNaive16, "at most 16 rows and K <= 8: one thread per output, operands read in place (H200, per call "
                         "under CUDA graphs, F.linear's layout: fp32 2x3x100003 0.0080 ms vs 0.116 for gemv_16x8, "
                         "16x8x65536 0.0095 vs 0.132; bf16 2x3x100003 0.0061 vs 0.026 for hopper_128x256x64, "
@@ -322,9 +330,8 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     }
     // The narrow rows for products that leave SMs idle: a block streams its stages at its share of L2
     // bandwidth (H200: ~75 GB/s, ncu), so smaller tiles put more SMs on the same bytes, and split-K more
-    // again at the cost of a reduction; est_ns ranks them, each at its best split count. 64x96 only with a
-    // k-contiguous B (x @ W.t()): a row-major one is read in whole 64-column boxes, 128 columns a stage,
-    // which est_ns does not count.
+    // again at the cost of a reduction; est_ns ranks them, each at its best split count. 64x96 only where it
+    // reads only its own columns of B (reads_only_its_b: x @ W.t()).
     struct Narrow {
       int row;
       double ns;
@@ -332,8 +339,8 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     const auto least = [&](std::initializer_list<int> rows) {
       std::vector<Narrow> c;
       for (int r : rows) {
-        if (r == kHopperM64x96 && !p.b.k_contiguous) continue;
         const KernelConfig& k = kConfigs[r];
+        if (!reads_only_its_b(k, p)) continue;
         c.push_back({r, best_est_ns(k, p, d)});
       }
       std::stable_sort(c.begin(), c.end(), [](const Narrow& x, const Narrow& y) { return x.ns < y.ns; });
@@ -363,11 +370,11 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     }
     // Between the narrow rows' range and a wave of 128x128 tiles, x @ W.t() over whole 96-wide column tiles: 128x96
     // tiles put up to a third more SMs on the product at 28 KB a k-step against 32 (ViT-B/16 at batch 8, 1576
-    // tokens through fc2 and proj: 104 tiles of 128x96 against 78 of 128x128). Not for a row-major B, whose
-    // 64-column boxes make a 96-wide stage as large as a 128-wide one (H200, dy @ W 1576x3072x768: 0.0178 to
-    // 0.0205 ms in two builds, against 0.0187 on 128x128: no steady gain).
-    if (half && p.b.k_contiguous && p.N % 96 == 0 && tiles(p, 128, 64) > sms && tiles128 < sms &&
-        tiles(p, 128, 96) <= sms) {
+    // tokens through fc2 and proj: 104 tiles of 128x96 against 78 of 128x128). Not for a row-major B
+    // (reads_only_its_b; H200, dy @ W 1576x3072x768: 0.0178 to 0.0205 ms in two builds, against 0.0187 on
+    // 128x128: no steady gain).
+    if (half && reads_only_its_b(kConfigs[kHopper96], p) && p.N % 96 == 0 && tiles(p, 128, 64) > sms &&
+        tiles128 < sms && tiles(p, 128, 96) <= sms) {
       ch = pick(kHopper96, "sm_90, fewer 128x128 tiles than SMs, a wave of 128x96 and a k-contiguous B (x @ W.t()): "
                            "more SMs stream the operands at fewer bytes a k-step (H200, bf16, per call under CUDA "
                            "graphs: 1576x3072x768 0.0163 ms vs 0.0189 for hopper_128x128x64, 1576x768x768 0.0065 vs "
