@@ -16,7 +16,6 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
-#include <cstdlib>
 #include <sstream>
 
 #include "aligned_copy.h"
@@ -78,22 +77,10 @@ dim3 persistent_grid(const GemmProblem& p, int bm, int bn) {
   return dim3(static_cast<unsigned>(std::max<int64_t>(1, std::min(count, sms))));
 }
 
-template <typename T, int BM, int BN, int kStages, bool kPingPong, bool kAK, bool kBK, int kNp>
-void launch_with(const GemmProblem& p0, cudaStream_t stream);
 template <typename T, int BM, int BN, int kStages, bool kPingPong, bool kAK, bool kBK>
 void launch_one(const GemmProblem& p0, cudaStream_t stream) {
-  static const int np = [] { const char* e = std::getenv("TILELAB_EXP"); return e ? std::atoi(e) : 2; }();
-  if (np == 1)
-    launch_with<T, BM, BN, kStages, kPingPong, kAK, kBK, 1>(p0, stream);
-  else if (np == 4)
-    launch_with<T, BM, BN, kStages, kPingPong, kAK, kBK, 4>(p0, stream);
-  else
-    launch_with<T, BM, BN, kStages, kPingPong, kAK, kBK, 2>(p0, stream);
-}
-template <typename T, int BM, int BN, int kStages, bool kPingPong, bool kAK, bool kBK, int kNp>
-void launch_with(const GemmProblem& p0, cudaStream_t stream) {
   constexpr int smem = hopper::smem_bytes<BM, BN, kStages>();
-  constexpr auto kernel = hopper_kernel<T, BM, BN, kStages, kAK, kBK, kPingPong, kNp>;
+  constexpr auto kernel = hopper_kernel<T, BM, BN, kStages, kAK, kBK, kPingPong>;
   allow_smem<kernel>(smem);
   GemmProblem p = p0;
   align_operand_rows(p);

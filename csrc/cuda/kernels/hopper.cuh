@@ -419,7 +419,7 @@ __device__ __forceinline__ void bar_arrive(int id, int threads) {
 // two shared-memory boxes of 16 x 128 bytes, alternately, and the TMA writes
 // them (clipped at M and N, asynchronously: the warp goes on to its next tile
 // while the writes drain). Otherwise the threads store from registers.
-template <typename T, int BM, int BN, int kStages, bool kAK, bool kBK, bool kPingPong, int kProducers = 2>
+template <typename T, int BM, int BN, int kStages, bool kAK, bool kBK, bool kPingPong>
 __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
     hopper_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                   const __grid_constant__ CUtensorMap map_c, const __grid_constant__ CUtensorMap map_c_tail,
@@ -469,15 +469,13 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
   if (wg == 0) {
     // ---------------- producer: every tile of the block, in order; `it` is the ring position.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
-    const int pw = tid / 32;
-    if (tid % 32 == 0 && pw < kProducers) {
+    if (tid == 0) {
       int it = 0;
       for (int64_t i = blockIdx.x; i < sched.count; i += gridDim.x) {
         const WorkTile w = sched.at(i);
         const int m0 = w.tm * BM, n0 = w.tn * BN;
         const int za = a_batch ? w.batch : 0, zb = b_batch ? w.batch : 0;
         for (int kt = w.k_begin; kt < w.k_end; ++kt, ++it) {
-          if (it % kProducers != pw) continue;
           const int s = it % kStages;
           if (it >= kStages) mbar_wait(empty(s), ((it / kStages) + 1) & 1);
           const uint32_t sa = ring + s * kStageBytes, sb = sa + kABytes;
