@@ -61,7 +61,7 @@ bool reads_only_its_b(const KernelConfig& c, const GemmProblem& p) {
 
 // ---- split-K: the estimated time of a row on `s` slices of K. A block's time
 // is a fixed cost (pipeline fill and drain, epilogue) plus, per element of K,
-// the slower of its operand bytes (an SM alone streams ~100 B/ns) and its MMAs
+// the slower of its operand bytes (a block's measured pace: ~100 B/ns) and its MMAs
 // (per-SM rates of the H200: wgmma 7500 flop/ns half, 3750 TF32; mma.sync
 // 4900 / 2450; fp32 FMA 500). All SMs together read each operand byte from HBM
 // once (~4.8 TB/s, an H200's; the tiles that share a panel find it in L2), which
@@ -328,8 +328,9 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
       ch = pick(kHopperPingPong, why.str());
       if (ch.cfg) return ch;
     }
-    // The narrow rows for products that leave SMs idle: a block streams its stages at its share of L2
-    // bandwidth (H200: ~75 GB/s, ncu), so smaller tiles put more SMs on the same bytes, and split-K more
+    // The narrow rows for products that leave SMs idle: a block moves through its k-steps at a pace of
+    // roughly 100 B/ns of its operands (H200: ~75 GB/s by ncu), a pace its bytes do not set (a 128x96 block
+    // loading half its stage gained under 4%), so smaller tiles put more SMs on the product, and split-K more
     // again at the cost of a reduction; est_ns ranks them, each at its best split count. 64x96 only where it
     // reads only its own columns of B (reads_only_its_b: x @ W.t()).
     struct Narrow {
@@ -361,8 +362,8 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
       const auto [row, est] = least({kHopperM64x96, kHopperM64, kHopper64, kHopper128});
       if (row != kHopper128) {
         ch = pick(row, "sm_90, fewer 128x64 tiles than SMs, M and N multiples of 64: the least estimated time, " + est +
-                           " (each at its best split count): more SMs stream the operands, each at its share of L2 "
-                           "bandwidth (H200, bf16, per call under CUDA graphs: 128x2048x2048 0.0075 ms with 64x64 vs "
+                           " (each at its best split count): more SMs on the product, each block at its own pace "
+                           "(H200, bf16, per call under CUDA graphs: 128x2048x2048 0.0075 ms with 64x64 vs "
                            "0.0086 with 128x64 and 0.0096 with 128x128; x @ W.t() 128x2048x5632 0.0081 with 64x96 vs "
                            "0.0098 with 128x64, 0.0139 with 64x64 and 0.0136 with 128x128)");
         if (ch.cfg) return ch;
