@@ -329,10 +329,10 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
       if (ch.cfg) return ch;
     }
     // The narrow rows for products that leave SMs idle: a block moves through its k-steps at a pace of
-    // roughly 100 B/ns of its operands (H200: ~75 GB/s by ncu), a pace its bytes do not set (a 128x96 block
-    // loading half its stage gained under 4%), so smaller tiles put more SMs on the product, and split-K more
-    // again at the cost of a reduction; est_ns ranks them, each at its best split count. 64x96 only where it
-    // reads only its own columns of B (reads_only_its_b: x @ W.t()).
+    // 80-100 B/ns of its operands (H200, per-call timings; ~75 by ncu with cold weights), a pace its bytes
+    // do not set (a 128x96 block loading half its stage gained under 4%), so smaller tiles put more SMs on
+    // the product, and split-K more again at the cost of a reduction; est_ns ranks them, each at its best
+    // split count. 64x96 only where it reads only its own columns of B (reads_only_its_b: x @ W.t()).
     struct Narrow {
       int row;
       double ns;

@@ -69,8 +69,7 @@ inline constexpr KernelConfig kConfigs[] = {
   // 1576 x 768 outputs are 78 tiles of 128x128, 104 of 128x96; 28 KB a stage against 32).
   {"hopper_128x96x64",           "hopper",          Family::Hopper,     96, 128,  96, 64,  8, 1,  384, 6, 0, kF16 | kBF16, 90, false, "wgmma m64n96k16 (fp32 acc) + TMA, 128B swizzle, 6-stage mbarrier ring, producer + 2 consumer warpgroups"},
   // 64 wide: products of fewer tiles than SMs (128 tokens through a 2048 -> 5632 projection: 44 tiles of 128x128),
-  // where a block's pace bounds the time (H200: ~75-100 GB/s of operands a block, which halving the bytes of a
-  // stage barely changes): twice the SMs on the product.
+  // where a block's pace bounds the time (chooser.cpp, the narrow rows): twice the SMs on the product.
   {"hopper_128x64x64",           "hopper",          Family::Hopper,     64, 128,  64, 64,  8, 1,  384, 8, 0, kF16 | kBF16, 90, false, "wgmma m64n64k16 (fp32 acc) + TMA, 128B swizzle, 8-stage mbarrier ring, producer + 2 consumer warpgroups"},
   // 64 x 64 (warps 4 x 1, 256 threads: one consumer warpgroup): twice the tiles of 128x64 where even those leave
   // most SMs idle (128 tokens through a 2048 x 2048 projection: 32 tiles of 128x64, 64 of 64x64).
