@@ -172,3 +172,89 @@ def test_refused_for_fp32():
     a = torch.randn(64, 64, device="cuda")
     with pytest.raises(RuntimeError, match="does not support torch.float32"):
         tilelab_torch.tiled_mm(a, a, variant="hopper")
+
+
+# The cooperative rows (a warpgroup per 64 rows of every tile) run stream-K; ping-pong rows do not.
+COOP_NAMES = [k.name for k in ROWS if not (k.block[0] == 128 and k.warps[0] == 4)]
+
+
+@pytest.fixture
+def stream_k():
+    """Force stream-K on (1) or off (-1); restored to the estimate afterwards."""
+    yield torch.ops.tilelab._set_stream_k
+    torch.ops.tilelab._set_stream_k(None)
+
+
+@pytest.mark.parametrize("config", COOP_NAMES)
+def test_stream_k_forced(high, config, stream_k):
+    """Stream-K on every cooperative row: a tile's k-steps shared by two blocks, by many (64 x 65536 x 64: one
+    tile over every SM, its owner adding all their slots), K tails and odd K (copied), ragged M/N edges, both
+    layouts, a batch, a column bias with an activation (TMA-store epilogue) and a per-element bias (register
+    epilogue); against float64, a poisoned output, and two calls bitwise equal."""
+    seed = fresh_seed()
+    tf32 = config in TF32_NAMES
+    dtype = torch.float32 if tf32 else torch.bfloat16
+    tol = TOL_TF32 if tf32 else TOL[dtype]
+    stream_k(1)
+    for M, K, N in [(300, 1000, 520), (1576, 3072, 768), (129, 4097, 257), (64, 65536, 64), (5, 7, 3)]:
+        for la, lb in LAYOUTS:
+            a = torch.randn(M, K, device="cuda", dtype=dtype)
+            b = torch.randn(K, N, device="cuda", dtype=dtype)
+            a = a if la == "row" else a.t().contiguous().t()
+            b = b if lb == "row" else b.t().contiguous().t()
+            assert tilelab_torch.explain(a, b, variant=config).details["stream_k"], (config, M, K, N)
+            out = torch.full((M, N), float("nan"), device="cuda", dtype=dtype)
+            out.copy_(torch.ops.tilelab.tiled_mm(a, b, variant=config))
+            assert rel_err(out, a, b) <= tol, f"{config} {M}x{K}x{N} {la}/{lb}: seed={seed}"
+            assert torch.equal(out, torch.ops.tilelab.tiled_mm(a, b, variant=config)), f"{config} {M}x{K}x{N}"
+    x = torch.randn(3, 130, 700, device="cuda", dtype=dtype)
+    y = torch.randn(3, 700, 300, device="cuda", dtype=dtype)
+    got = torch.ops.tilelab.tiled_bmm(x, y, variant=config)
+    ref = x.double() @ y.double()
+    err = float((got.double() - ref).norm() / (x.double().abs() @ y.double().abs()).norm())
+    assert err <= tol, f"{config} bmm 3 x (130x700x300): {err:.3g}, seed={seed}"
+    x = torch.randn(700, 1024, device="cuda", dtype=dtype)
+    w = torch.randn(384, 1024, device="cuda", dtype=dtype)
+    bias = torch.randn(384, device="cuda", dtype=dtype)
+    got = torch.ops.tilelab.tiled_linear(x, w, bias, activation="gelu", variant=config)
+    ref = torch.nn.functional.gelu(torch.nn.functional.linear(x.double(), w.double(), bias.double()))
+    err = float((got.double() - ref).norm() / ref.norm())
+    assert err <= tol, f"{config} linear + gelu: {err:.3g}, seed={seed}"
+    full_bias = torch.randn(700, 384, device="cuda", dtype=dtype)
+    got = torch.ops.tilelab.tiled_addmm(full_bias, x, w.t(), variant=config)
+    ref = torch.addmm(full_bias.double(), x.double(), w.double().t())
+    err = float((got.double() - ref).norm() / ref.norm())
+    assert err <= tol, f"{config} addmm with a (M, N) bias: {err:.3g}, seed={seed}"
+
+
+def test_stream_k_under_cuda_graph(stream_k):
+    """Stream-K's workspace and flags are captured and replayed: every replay equals the eager result (a flag
+    left from the last replay is not taken for the next one's)."""
+    stream_k(1)
+    x = torch.randn(1576, 3072, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(768, 3072, device="cuda", dtype=torch.bfloat16)
+    assert tilelab_torch.explain(x, w.t(), variant="hopper_128x128x64").details["stream_k"]
+    eager = torch.ops.tilelab.tiled_linear(x, w, variant="hopper_128x128x64")
+    g = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        torch.ops.tilelab.tiled_linear(x, w, variant="hopper_128x128x64")
+        with torch.cuda.graph(g):
+            out = torch.ops.tilelab.tiled_linear(x, w, variant="hopper_128x128x64")
+    torch.cuda.current_stream().wait_stream(s)
+    for _ in range(3):
+        out.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, eager)
+
+
+def test_stream_k_refused_on_pingpong(stream_k):
+    """Forcing stream-K leaves the ping-pong row (each warpgroup on whole tiles) by whole tiles."""
+    stream_k(1)
+    a = torch.randn(1576, 768, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(768, 3072, device="cuda", dtype=torch.bfloat16)
+    e = tilelab_torch.explain(a, b, variant="hopper_pingpong_128x128x64")
+    assert not e.details["stream_k"], e
+    assert rel_err(torch.ops.tilelab.tiled_mm(a, b, variant="hopper_pingpong_128x128x64"), a, b) <= TOL[torch.bfloat16]
