@@ -54,10 +54,6 @@ struct GemmProblem {
   // the activation. 1: no split, C is written directly.
   int splits = 1;
   float* partial = nullptr;
-  // Stream-K (CUDA, hopper's cooperative rows; splits == 1): every block of the
-  // persistent grid computes an equal share of the k-steps of all tiles, a tile
-  // split between blocks summed by its owner in block order (scheduler.cuh).
-  bool stream_k = false;
 };
 
 // Every row start (and every batch start) of an operand is 16-byte aligned: what 16-byte loads,

@@ -79,44 +79,19 @@ double mma_flop_per_ns(const KernelConfig& c, c10::ScalarType dtype) {
   return dtype == c10::ScalarType::Float ? r / 2 : r;
 }
 
-// A block's time for one k-tile of row c: the slower of its operand bytes and its MMAs.
-double k_step_ns(const KernelConfig& c, const GemmProblem& p) {
-  const double esize = static_cast<double>(c10::elementSize(p.dtype));
-  const double bytes = static_cast<double>(c.bk) * (std::min<int64_t>(c.bm, p.M) + std::min<int64_t>(c.bn, p.N)) * esize;
-  const double flops = 2.0 * c.bm * c.bn * c.bk;
-  return std::max(bytes / kSmBytesPerNs, flops / mma_flop_per_ns(c, p.dtype));
-}
-
-// Every operand byte read from HBM once: the whole product's floor.
-double hbm_ns(const GemmProblem& p) {
-  return static_cast<double>(p.M + p.N) * p.K * p.batch * static_cast<double>(c10::elementSize(p.dtype)) /
-         kHbmBytesPerNs;
-}
-
 double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, int64_t s) {
   const int64_t bk = c.bk, kt = (p.K + bk - 1) / bk, per = (kt + s - 1) / s;
   const int64_t blocks = tiles(p, c.bm, c.bn) * s;
   const int64_t waves = (blocks + d.num_sms - 1) / d.num_sms;
-  const double block_ns = kBlockFixedNs + per * k_step_ns(c, p);
+  const double esize = static_cast<double>(c10::elementSize(p.dtype));
+  const double k_span = static_cast<double>(per * bk);
+  const double bytes = k_span * (std::min<int64_t>(c.bm, p.M) + std::min<int64_t>(c.bn, p.N)) * esize;
+  const double flops = 2.0 * c.bm * c.bn * k_span;
+  const double block_ns = kBlockFixedNs + std::max(bytes / kSmBytesPerNs, flops / mma_flop_per_ns(c, p.dtype));
+  const double hbm_ns = static_cast<double>(p.M + p.N) * p.K * p.batch * esize / kHbmBytesPerNs;
   const double reduce_ns =
       s == 1 ? 0.0 : kReduceLaunchNs + 2.0 * s * p.batch * p.M * p.N * 4 / kReduceBytesPerNs;
-  return std::max(waves * block_ns, hbm_ns(p)) + reduce_ns;
-}
-
-// ---- stream-K (hopper's cooperative rows, scheduler.cuh): each of min(SMs, units) blocks computes
-// ceil(units / blocks) of the units = tiles x k-tiles, then moves the fp32 partial tiles of the tiles it
-// shares at a block's pace: its first segment's out, and the later blocks' slots of the tile it finishes in
-// (one, or more where a block's share is shorter than a tile's K).
-bool can_stream_k(const KernelConfig& c, const GemmProblem& p) {
-  return c.family == Family::Hopper && !hopper_pingpong(c) && p.dtype != c10::ScalarType::Double;
-}
-
-double est_stream_k_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d) {
-  const int64_t kt = (p.K + c.bk - 1) / c.bk, units = tiles(p, c.bm, c.bn) * kt;
-  const int64_t blocks = std::min<int64_t>(d.num_sms, units), per = (units + blocks - 1) / blocks;
-  const int64_t partials = units % blocks == 0 && per % kt == 0 ? 0 : 1 + (kt + per - 1) / per;
-  const double fixup_ns = static_cast<double>(partials) * c.bm * c.bn * 4 / kSmBytesPerNs;
-  return std::max(kBlockFixedNs + per * k_step_ns(c, p) + fixup_ns, hbm_ns(p));
+  return std::max(waves * block_ns, hbm_ns) + reduce_ns;
 }
 
 // The split count with the least estimated time for row c on p, among those that
@@ -139,27 +114,6 @@ double best_est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo
 }
 
 std::atomic<int64_t> g_split_override{0};
-std::atomic<int64_t> g_stream_k_override{0};
-
-// Whether row c runs p as stream-K: forced (_set_stream_k), or an estimate at least 10% below the least of
-// its split counts (the margin: the fixed costs est_ns does not see); `why` gets the sentence.
-bool plan_stream_k(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, std::string& why) {
-  const int64_t forced = g_stream_k_override.load();
-  if (!can_stream_k(c, p) || forced < 0 || g_split_override.load() > 0) return false;
-  const double sk = est_stream_k_ns(c, p, d);
-  const double dp = best_est_ns(c, p, d);
-  if (forced == 0 && !(sk < 0.9 * dp)) return false;
-  const int64_t kt = (p.K + c.bk - 1) / c.bk, units = tiles(p, c.bm, c.bn) * kt;
-  const int64_t blocks = std::min<int64_t>(d.num_sms, units);
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(1) << "; stream-K: the " << units << " k-steps of " << tiles(p, c.bm, c.bn)
-     << " tiles dealt out evenly over " << blocks << " blocks, a tile shared between blocks summed in block order ("
-     << (forced > 0 ? "forced by _set_stream_k" : "estimated ") ;
-  if (forced == 0) os << sk / 1000 << " us vs " << dp / 1000 << " us by whole tiles";
-  os << ")";
-  why = os.str();
-  return true;
-}
 
 // The split count for row c on p: the override, or the least estimated time
 // among the counts that keep every block in one wave; `why` gets the sentence.
@@ -193,12 +147,6 @@ int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d
 
 Choice with_splits(Choice ch, const GemmProblem& p, const DeviceInfo& d) {
   std::string why;
-  if (plan_stream_k(*ch.cfg, p, d, why)) {
-    ch.stream_k = true;
-    ch.splits = 1;
-    ch.reason += why;
-    return ch;
-  }
   ch.splits = plan_splits(*ch.cfg, p, d, why);
   ch.reason += why;
   return ch;
@@ -250,12 +198,6 @@ void set_split_k_override(int64_t splits) {
   TORCH_CHECK(splits >= 0, "tilelab::_set_split_k: splits must be >= 1 (or None, or 0, to restore the estimate), got ",
               splits);
   g_split_override.store(splits);
-}
-
-void set_stream_k_override(int64_t mode) {
-  TORCH_CHECK(mode >= -1 && mode <= 1, "tilelab::_set_stream_k: mode must be 1 (on where a row can), -1 (off) or "
-              "0 / None (the estimate), got ", mode);
-  g_stream_k_override.store(mode);
 }
 
 std::string cannot_run(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d) {

@@ -15,7 +15,6 @@ struct Choice {
   const KernelConfig* cfg = nullptr;
   std::string reason;
   int splits = 1;  // slices of K (split-K; 1: none)
-  bool stream_k = false;  // the k-steps of all tiles dealt out evenly over the SMs (hopper's cooperative rows)
 };
 
 // Why row cannot run p on d (the table's columns, then the family's own
@@ -48,10 +47,5 @@ int64_t tuned_size();
 // many K slices (at most one per k-tile) on every row whose family splits K;
 // 0 restores the estimate.
 void set_split_k_override(int64_t splits);
-
-// Testing hook (torch.ops.tilelab._set_stream_k): 1 runs every row that can
-// (hopper's cooperative rows) as stream-K, -1 none, 0 restores the estimate.
-// Forcing split-K (set_split_k_override) turns stream-K off.
-void set_stream_k_override(int64_t mode);
 
 }  // namespace tilelab

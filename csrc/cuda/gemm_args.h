@@ -17,14 +17,6 @@
 // split (scheduler.cuh) and stores its raw fp32
 // sums into slab (split * batch + b) of `partial` (each slab M x N,
 // contiguous); bias and act are then unset and applied by the reduction.
-//
-// Stream-K (hopper, scheduler.cuh): with `sk_slots` set, a block whose range
-// starts inside a tile stores that segment's fp32 sums into its slot (BM x BN
-// floats at sk_slots + blockIdx.x * BM * BN, in the accumulators' own order)
-// and raises its flags (one per consumer warp, sk_flags[blockIdx.x * warps +
-// warp]) to sk_epoch; the tile's owner waits for that value, adds the slot and
-// sets the flag back to 0. sk_epoch is never 0 and differs from launch to
-// launch, so a flag left over in reused memory is not taken for this launch's.
 #include <cstdint>
 
 #include "../activation.h"
@@ -46,9 +38,6 @@ struct GemmArgs {
   int batch;               // matrices in this launch (batch * splits layers of work)
   int splits;              // slices of K (1: none)
   float* __restrict__ partial;  // the split-K slabs, nullptr when splits == 1
-  float* sk_slots;              // stream-K: the blocks' slots, nullptr when not stream-K
-  unsigned long long* sk_flags;
-  unsigned long long sk_epoch;
 };
 
 }  // namespace tilelab

@@ -97,7 +97,7 @@ GemmArgs<T> device_args(const GemmProblem& p) {
                      static_cast<const T*>(p.bias), static_cast<int>(p.M), static_cast<int>(p.N),
                      static_cast<int>(p.K), p.a.s_mn, p.a.s_k, p.a.s_batch, p.b.s_k, p.b.s_mn, p.b.s_batch,
                      p.sc_m, p.sc_b, p.sbias_m, p.sbias_n, p.sbias_b, p.act, static_cast<int>(p.batch),
-                     p.splits, p.partial, nullptr, nullptr, 0};
+                     p.splits, p.partial};
 }
 
 namespace detail {

@@ -16,7 +16,6 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
-#include <atomic>
 #include <sstream>
 
 #include "aligned_copy.h"
@@ -71,20 +70,11 @@ CUtensorMap make_map(const void* ptr, c10::ScalarType dtype, int64_t cont, int64
   return map;
 }
 
-// The persistent grid: one block per SM, or one per work tile (stream-K: per k-tile) when there are fewer.
-dim3 persistent_grid(const GemmProblem& p, int bm, int bn, int bk) {
-  int64_t count = PersistentGrouped<kGroupM>::count_of(p.M, p.N, bm, bn, p.splits, p.batch);
-  if (p.stream_k) count *= (p.K + bk - 1) / bk;
+// The persistent grid: one block per SM, or one per work tile when there are fewer.
+dim3 persistent_grid(const GemmProblem& p, int bm, int bn) {
+  const int64_t count = PersistentGrouped<kGroupM>::count_of(p.M, p.N, bm, bn, p.splits, p.batch);
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   return dim3(static_cast<unsigned>(std::max<int64_t>(1, std::min(count, sms))));
-}
-
-// A stream-K launch's epoch: never 0, and a different value every launch (a CUDA graph replays its own), so a
-// flag that reused memory still holds from an earlier launch is not taken for this one's (gemm_args.h).
-unsigned long long next_epoch() {
-  static std::atomic<unsigned long long> launches{0};
-  const unsigned long long n = launches.fetch_add(1, std::memory_order_relaxed) + 1;
-  return (n * 0x9E3779B97F4A7C15ull) | 1ull;  // odd, distinct for 2^64 launches
 }
 
 template <typename T, int BM, int BN, int kStages, bool kPingPong, bool kAK, bool kBK>
@@ -115,25 +105,8 @@ void launch_one(const GemmProblem& p0, cudaStream_t stream) {
   const CUtensorMap map_c_tail = store_c && kTailCols > 0 ? make_map(p.c, p.dtype, p.N, p.M, p.batch, p.sc_m, p.sc_b,
                                                                      hopper::kStoreRows, kTailCols)
                                                           : map_c;  // unused
-  const dim3 grid = persistent_grid(p, BM, BN, kTileK);
-  GemmArgs<T> args = device_args<T>(p);
-  at::Tensor workspace;  // stream-K: a slot of BM x BN fp32 sums and a flag per consumer warp, for every block
-  if (p.stream_k) {
-    TORCH_CHECK(!kPingPong && p.splits == 1 && p.partial == nullptr,
-                "tilelab: internal error: stream-K runs on the cooperative hopper rows, without split-K");
-    constexpr int64_t kWarps = 4 * hopper::consumer_groups<BM>();
-    const int64_t blocks = grid.x, slot_floats = blocks * BM * BN;
-    // From the caching allocator on the current stream (graph capturable); the flags follow the slots,
-    // 8-byte aligned (BM x BN is a multiple of 2 floats). Their contents are whatever the memory held:
-    // the epoch tells this launch's flags apart.
-    workspace = at::empty({slot_floats + 2 * blocks * kWarps},
-                          at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, c10::cuda::current_device()));
-    args.sk_slots = workspace.data_ptr<float>();
-    args.sk_flags = reinterpret_cast<unsigned long long*>(args.sk_slots + slot_floats);
-    args.sk_epoch = next_epoch();
-  }
-  kernel<<<grid, hopper::threads<BM>(), smem, stream>>>(map_a, map_b, map_c, map_c_tail, args, a_batch ? 1 : 0,
-                                                         b_batch ? 1 : 0, store_c ? 1 : 0);
+  kernel<<<persistent_grid(p, BM, BN), hopper::threads<BM>(), smem, stream>>>(
+      map_a, map_b, map_c, map_c_tail, device_args<T>(p), a_batch ? 1 : 0, b_batch ? 1 : 0, store_c ? 1 : 0);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -186,7 +159,7 @@ void launch_hopper(const KernelConfig& row, const GemmProblem& p) {
                   "hopper rows: 128 x BN tiles on 3 warpgroups, or 64 x BN on 2");
     // warps_m: the MMA warps on one tile -- 4 a 64-row consumer warpgroup (cooperative: one or two of
     // them), or 4 on a 128-row tile (ping-pong: one warpgroup computes the whole tile, the other the next).
-    constexpr bool kPingPong = hopper_pingpong(c);
+    constexpr bool kPingPong = c.bm == 128 && c.warps_m == 4;
     static_assert((c.warps_m == c.bm / 16 || kPingPong) && c.warps_n == 1,
                   "hopper: a consumer warp of 16 rows per 16 rows of the tile, or 4 of 32 rows (ping-pong)");
     static_assert(!kPingPong || (!c.tf32 && c.bn == 128), "hopper: ping-pong rows are half precision, 128 x 128");

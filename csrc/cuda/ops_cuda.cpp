@@ -18,7 +18,6 @@ TORCH_LIBRARY_IMPL(tilelab, CUDA, m) {
 
 namespace {
 void set_split_k(std::optional<int64_t> splits) { set_split_k_override(splits.value_or(0)); }
-void set_stream_k(std::optional<int64_t> mode) { set_stream_k_override(mode.value_or(0)); }
 void tune_set(c10::string_view key, c10::string_view kernel, double ms, c10::string_view rule_kernel,
               double rule_ms) {
   set_tuned(std::string(key), TunedEntry{std::string(kernel), ms, std::string(rule_kernel), rule_ms});
@@ -26,12 +25,11 @@ void tune_set(c10::string_view key, c10::string_view kernel, double ms, c10::str
 }  // namespace
 
 // CUDA builds only. Testing hooks: force the split-K slice count (None: the
-// estimate); force stream-K on (1) or off (-1) (None: the estimate); the dispatcher's choice for a described GPU, on CPU tensors
+// estimate); the dispatcher's choice for a described GPU, on CPU tensors
 // (tilelab_torch.explain_described). The tune cache (tilelab_torch.tune /
 // load_tuned): set an entry, clear them all, count them.
 TORCH_LIBRARY_FRAGMENT(tilelab, m) {
   m.def("_set_split_k(int? splits) -> ()", &set_split_k);
-  m.def("_set_stream_k(int? mode) -> ()", &set_stream_k);
   m.def("_explain_described(Tensor a, Tensor b, int sm, int num_sms, *, str? variant=None, int? tile=None) -> str",
         &explain_described);
   m.def("_tune_set(str key, str kernel, float ms, str rule_kernel, float rule_ms) -> ()", &tune_set);

@@ -114,12 +114,6 @@ constexpr int row_index(const char* name) {
   throw "tilelab: no table row of that name";
 }
 
-// A hopper row whose two consumer warpgroups take whole 128-row tiles in turn (warps 4 x 1 on 128 rows);
-// the other hopper rows are cooperative (a warpgroup per 64 rows of every tile).
-constexpr bool hopper_pingpong(const KernelConfig& c) {
-  return c.family == Family::Hopper && c.bm == 128 && c.warps_m == 4;
-}
-
 // Run-time lookup (a user's variant= string): nullptr if there is no such row.
 inline const KernelConfig* find_config(std::string_view name) {
   for (const auto& c : kConfigs)

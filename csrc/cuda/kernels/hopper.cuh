@@ -156,16 +156,6 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   } while (!done);
 }
 
-// ---- stream-K flags (global memory, GPU scope)
-__device__ __forceinline__ void st_release(unsigned long long* p, unsigned long long v) {
-  asm volatile("st.release.gpu.global.u64 [%0], %1;\n" ::"l"(p), "l"(v) : "memory");
-}
-__device__ __forceinline__ unsigned long long ld_acquire(const unsigned long long* p) {
-  unsigned long long v;
-  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-
 // ---- TMA: one box of a 3-D tensor map (contiguous dim, rows, batch) into shared memory
 __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1,
                                          int c2) {
@@ -474,18 +464,15 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
   }
   __syncthreads();
 
-  const bool stream_k = p.sk_slots != nullptr;  // (cooperative rows only: the launcher checks)
-  const PersistentGrouped<kGroupM> sched(p.M, p.N, BM, BN, (p.K + kTileK - 1) / kTileK, p.splits, p.batch, stream_k);
-  const int64_t pos_end = sched.end();
+  const PersistentGrouped<kGroupM> sched(p.M, p.N, BM, BN, (p.K + kTileK - 1) / kTileK, p.splits, p.batch);
 
   if (wg == 0) {
     // ---------------- producer: every tile of the block, in order; `it` is the ring position.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
     if (tid == 0) {
       int it = 0;
-      WorkTile w;
-      for (int64_t i = sched.begin(); i < pos_end; i = sched.next(i, w)) {
-        w = sched.at(i, pos_end);
+      for (int64_t i = blockIdx.x; i < sched.count; i += gridDim.x) {
+        const WorkTile w = sched.at(i);
         const int m0 = w.tm * BM, n0 = w.tn * BN;
         const int za = a_batch ? w.batch : 0, zb = b_batch ? w.batch : 0;
         for (int kt = w.k_begin; kt < w.k_end; ++kt, ++it) {
@@ -527,13 +514,9 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
     int it = 0;   // the ring position of this tile's first k-tile
     int j = 0;    // the block's tile count so far
     int box = 0;  // the warp's staging buffer for its next TMA-store box (the two alternate)
-    const int cw = c * 4 + warp;  // this consumer warp among the block's (its stream-K flag)
-    WorkTile w;
-    for (int64_t i = sched.begin(); i < pos_end; i = sched.next(i, w), ++j) {
-      w = sched.at(i, pos_end);
+    for (int64_t i = blockIdx.x; i < sched.count; i += gridDim.x, ++j) {
+      const WorkTile w = sched.at(i);
       const int ktiles = w.k_end - w.k_begin;
-      // Stream-K: a segment that starts past the tile's first k-tile leaves its sums to the tile's owner.
-      const bool sk_part = stream_k && w.k_begin > 0;
       if (kPingPong && (j % 2) != c) {  // the other warpgroup's tile: only its ring slots
         it += ktiles;
         continue;
@@ -544,7 +527,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
       constexpr bool kPreloadBias = sizeof(T) == 2;
       uint32_t bias_pairs[kPreloadBias ? BN / 8 : 1];
       if constexpr (kPreloadBias) {
-        if (column_bias(p) && !sk_part) {
+        if (column_bias(p)) {
           const int n0 = w.tn * BN;
           const T* brow = p.bias + w.batch * p.sbias_b + n0 + 2 * t;
           if (p.sbias_n == 1 && n0 + BN <= p.N && reinterpret_cast<uintptr_t>(brow) % 4 == 0) {
@@ -599,46 +582,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
       for (int h = 0; h < kHalves; ++h) fence_regs(d[h]);
       if (ktiles > 0 && lane == 0) mbar_arrive(empty((it - 1) % kStages));  // the tile's last stage
       // Ping-pong: the other warpgroup may start its next tile's MMAs (if the block has one for it).
-      if (kPingPong && sched.next(i, w) < pos_end) bar_arrive(kOrderBar + (1 - c), 256);
-
-      if constexpr (!kPingPong) {
-        // Stream-K. Slot layout: warp cw's BN / 2 sums a lane as float4s, lane-minor (coalesced), the same
-        // order for every block, so the owner's warp cw reads exactly its own fragment.
-        constexpr int kQuads = BN / 8;
-        if (sk_part) {
-          float4* slot = reinterpret_cast<float4*>(p.sk_slots) +
-                         (static_cast<int64_t>(blockIdx.x) * kConsumerWarps + cw) * kQuads * 32 + lane;
-#pragma unroll
-          for (int q = 0; q < kQuads; ++q)
-            __stcg(slot + q * 32, make_float4(d[0][4 * q], d[0][4 * q + 1], d[0][4 * q + 2], d[0][4 * q + 3]));
-          __threadfence();
-          __syncwarp();
-          if (lane == 0) st_release(p.sk_flags + static_cast<int64_t>(blockIdx.x) * kConsumerWarps + cw, p.sk_epoch);
-          continue;
-        }
-        if (stream_k && w.k_end < sched.k_tiles) {
-          // The owner: the blocks after this one whose ranges start inside this tile hold its later k-tiles
-          // (i is the tile's first unit); their slots are added in block order, so the sum is the same every
-          // call. Those blocks do that segment first and wait for nothing before it.
-          const int64_t tile_end = i + sched.k_tiles;
-          for (int b = blockIdx.x + 1; b < static_cast<int>(gridDim.x) && sched.unit_begin(b) < tile_end; ++b) {
-            unsigned long long* flag = p.sk_flags + static_cast<int64_t>(b) * kConsumerWarps + cw;
-            if (lane == 0) {
-              while (ld_acquire(flag) != p.sk_epoch) {
-              }
-              *flag = 0;  // ready for the memory's next use
-            }
-            __syncwarp();
-            const float4* slot =
-                reinterpret_cast<const float4*>(p.sk_slots) + (static_cast<int64_t>(b) * kConsumerWarps + cw) * kQuads * 32 + lane;
-#pragma unroll
-            for (int q = 0; q < kQuads; ++q) {
-              const float4 v = __ldcg(slot + q * 32);
-              d[0][4 * q] += v.x, d[0][4 * q + 1] += v.y, d[0][4 * q + 2] += v.z, d[0][4 * q + 3] += v.w;
-            }
-          }
-        }
-      }
+      if (kPingPong && i + gridDim.x < sched.count) bar_arrive(kOrderBar + (1 - c), 256);
 
       // Epilogue. Thread layout of a 64 x BN wgmma accumulator: warp w owns rows
       // 16w..16w+15; lane (g = lane/4, t = lane%4) holds, for every 8-column

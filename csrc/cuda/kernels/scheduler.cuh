@@ -17,12 +17,10 @@
 // PersistentGrouped (hopper): a grid of at most one block per SM, each walking
 // its share of one list of every (split, batch, tile),
 //
-//   const PersistentGrouped<kGroupM> s(M, N, bm, bn, k_tiles, splits, batch, stream_k);
-//   WorkTile w;
-//   for (int64_t i = s.begin(), e = s.end(); i < e; i = s.next(i, w)) { w = s.at(i, e); ... }
+//   const PersistentGrouped<kGroupM> s(M, N, bm, bn, k_tiles, splits, batch);
+//   for (int64_t i = blockIdx.x; i < s.count; i += gridDim.x) { const WorkTile w = s.at(i); ... }
 //
-// with the same split-K ranges and reduction; or, stream-K, an even share of
-// the k-tiles of every tile (CUTLASS's stream-K decomposition: below).
+// with the same split-K ranges and reduction.
 #include "../gemm_args.h"
 
 namespace tilelab {
@@ -113,53 +111,20 @@ __device__ __forceinline__ void narrow_k(GemmArgs<T>& p, const WorkTile& w, int 
 // finishes the last. Made once per kernel from the problem (a few integer
 // divisions per tile); `count` is the length of the list, which the host
 // also computes (count_of) to size the grid.
-//
-// Stream-K (no split-K): the list's k-tiles, tile after tile (units = count x
-// k_tiles), are cut into gridDim.x contiguous ranges of equal length (+-1), so
-// every block does the same number of k-steps however few tiles there are
-// (1576 x 768 outputs are 78 tiles of 128 x 128: 59% of 132 SMs, one tile each,
-// or 28-29 of their 48 k-steps on every SM). A block's range is a run of
-// segments: perhaps the end of one tile (from k_begin > 0), whole tiles, perhaps
-// the start of another (to k_end < k_tiles). Only the first segment can start
-// past k-tile 0 (its sums go to the block's workspace slot, for the tile's
-// owner), only the last can stop short of the end (the block owns that tile:
-// it adds the later blocks' slots in block order, then runs the epilogue).
 template <int kGroupM>
 struct PersistentGrouped {
   static constexpr bool kPersistent = true;
   int tiles_m, tiles_n, k_tiles, splits, batch;
   int64_t per_layer, count;
-  int64_t units;  // stream-K: the k-tiles of the whole list (count x k_tiles); 0: whole tiles
 
-  __device__ __forceinline__ PersistentGrouped(int M, int N, int bm, int bn, int k_tiles_, int splits_, int batch_,
-                                               bool stream_k = false)
+  __device__ __forceinline__ PersistentGrouped(int M, int N, int bm, int bn, int k_tiles_, int splits_, int batch_)
       : tiles_m((M + bm - 1) / bm), tiles_n((N + bn - 1) / bn), k_tiles(k_tiles_), splits(splits_), batch(batch_) {
     per_layer = static_cast<int64_t>(tiles_m) * tiles_n;
     count = per_layer * splits * batch;
-    units = stream_k ? count * k_tiles : 0;
   }
   // The length of the list, on the host (to size the grid): the constructor's `count`.
   static int64_t count_of(int64_t M, int64_t N, int bm, int bn, int64_t splits, int64_t batch) {
     return ((M + bm - 1) / bm) * ((N + bn - 1) / bn) * splits * batch;
-  }
-  // Stream-K: the first k-tile unit of block b's range (b = gridDim.x: the end of the list).
-  __device__ __forceinline__ int64_t unit_begin(int64_t b) const { return b * units / gridDim.x; }
-  // This block's positions [begin, end): list indices (whole tiles, every gridDim.x-th) or k-tile units.
-  __device__ __forceinline__ int64_t begin() const { return units ? unit_begin(blockIdx.x) : blockIdx.x; }
-  __device__ __forceinline__ int64_t end() const { return units ? unit_begin(blockIdx.x + 1) : count; }
-  // The work at position i (begin() <= i < end): work tile i, or the segment of tile i / k_tiles from
-  // k-tile i % k_tiles to the tile's end or the range's.
-  __device__ __forceinline__ WorkTile at(int64_t i, int64_t end) const {
-    if (units == 0) return at(i);
-    const int64_t tile = i / k_tiles;
-    WorkTile w = at(tile);
-    w.k_begin = static_cast<int>(i - tile * k_tiles);
-    w.k_end = static_cast<int>(min(static_cast<int64_t>(k_tiles), w.k_begin + (end - i)));
-    return w;
-  }
-  // The position after w, the work at i.
-  __device__ __forceinline__ int64_t next(int64_t i, const WorkTile& w) const {
-    return units ? i + (w.k_end - w.k_begin) : i + gridDim.x;
   }
   // Work tile i of the list (i < count).
   __device__ __forceinline__ WorkTile at(int64_t i) const {
