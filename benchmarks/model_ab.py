@@ -18,7 +18,11 @@ routing, so all routings start from the same parameters and share no optimizer
 state). Each runs eager and under CUDA graphs: torch.cuda.graph captures the whole
 step (forward; or forward, backward and AdamW(capturable=True).step()) on static
 inputs and the timed steps replay it. The step time is the median over repeated
-steps of CUDA-event time after warm-up; fp32 is IEEE fp32 on both sides (no TF32).
+steps of CUDA-event time after warm-up, measured in --rounds interleaved rounds
+(cuBLAS, each tilelab routing, then again; default 3), of which the median is kept:
+a drift of the machine during one routing's steps no longer decides its ratio (the
+small configs' eager steps are host-bound and moved 10-30% between runs measured
+once each). fp32 is IEEE fp32 on both sides (no TF32).
 The attention products stay in torch's SDPA on both sides (swap replaces modules).
 
 One row per model, dtype, mode, graphs, routing (the tilelab ones) and batch x seq:
@@ -33,7 +37,7 @@ with the train mode also the backward's two products alone (dx_*, dw_*: torch.mm
 tiled_mm in autograd's layouts, and the row the dispatcher picks for each).
 
 Examples:
-    python benchmarks/model_ab.py                        # GPU: the default set (sized for ~4 min on an H200)
+    python benchmarks/model_ab.py                        # GPU: the default set (~4 min a round on an H200)
     python benchmarks/model_ab.py --quick --breakdown    # one config per model, with the GEMM breakdown
     python benchmarks/model_ab.py --models llama --configs llama=2x2048 --dtypes bf16
     python benchmarks/model_ab.py --device cpu --smoke   # tiny models on the CPU (seconds)
@@ -43,6 +47,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import statistics
 import sys
 import time
 from dataclasses import dataclass
@@ -457,17 +462,24 @@ def logit_check(m: Model, x: Tensor) -> dict:
 
 def config_rows(m: Model, dkey: str, batch: int, seq: Optional[int], x: Tensor, y: Tensor, snapshot: list,
                 graph_opts: list[bool], args) -> Iterator[dict]:
-    """The rows of one model config: per mode and graphs, cuBLAS then each tilelab routing."""
+    """The rows of one model config: per mode and graphs, `args.rounds` rounds of cuBLAS then each
+    tilelab routing, each routing's time the median of its rounds. Interleaved, so a drift of the
+    machine (clocks, the host's load: the small configs' eager steps are host-bound) reaches every
+    routing alike instead of the one measured during it; `*_ms_rounds` keep every round's time."""
     check = logit_check(m, x)
     per_step = batch * (seq or 1)
     for mode in args.modes:
         for graphs in graph_opts:
-            ms, failed = {}, {}
-            for r in ROUTINGS:
-                try:
-                    ms[r] = measure(m, r, mode, graphs, x, y, snapshot, args)
-                except Exception as e:  # noqa: BLE001 - one failed routing must not end the sweep
-                    ms[r], failed[r] = None, f"{r} failed: {type(e).__name__}: {first_line(e)}"
+            times, failed = {r: [] for r in ROUTINGS}, {}
+            for _ in range(args.rounds):
+                for r in ROUTINGS:
+                    if r in failed:
+                        continue
+                    try:
+                        times[r].append(measure(m, r, mode, graphs, x, y, snapshot, args))
+                    except Exception as e:  # noqa: BLE001 - one failed routing must not end the sweep
+                        failed[r] = f"{r} failed: {type(e).__name__}: {first_line(e)}"
+            ms = {r: (statistics.median(v) if v and r not in failed else None) for r, v in times.items()}
             c = ms["cublas"]
             for r in ROUTINGS[1:]:
                 t, chk = ms[r], dict(check[r])
@@ -479,7 +491,8 @@ def config_rows(m: Model, dkey: str, batch: int, seq: Optional[int], x: Tensor, 
                        "tilelab_per_s": per_step / t * 1e3 if t else None,
                        "cublas_per_s": per_step / c * 1e3 if c else None,
                        "ratio": c / t if (c and t) else None, **chk, "note": note,
-                       "unit": m.unit, "name": m.name, "tilelab_ms": t, "cublas_ms": c}
+                       "unit": m.unit, "name": m.name, "tilelab_ms": t, "cublas_ms": c,
+                       "tilelab_ms_rounds": times[r], "cublas_ms_rounds": times["cublas"]}
 
 
 def parse_configs(specs: list[str]) -> dict:
@@ -543,6 +556,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--rep-ms", type=float, default=200, help="timed steps per measurement: as many as fit "
                                                               "in this time, at least --min-steps")
     p.add_argument("--min-steps", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds of every routing per mode and "
+                                                         "graphs setting; each time is the median of its rounds")
     p.add_argument("--gemm-rep-ms", type=int, default=40, help="timing budget per GEMM of the breakdown")
     p.add_argument("--out", default="out/models.json", help="JSON file (or folder: <folder>/models.json); "
                                                              "rewritten after every model config")
@@ -556,8 +571,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     configs.update(parse_configs(args.configs))
     if args.quick:
         configs = {k: v[:1] for k, v in configs.items()}
+    if args.rounds < 1:
+        raise SystemExit(f"--rounds must be >= 1, got {args.rounds}")
     if args.smoke:
         args.rep_ms, args.min_steps, args.gemm_rep_ms = min(args.rep_ms, 20), min(args.min_steps, 2), 5
+        args.rounds = min(args.rounds, 2)
     graph_opts = {"both": [False, True], "eager": [False], "graphs": [True]}[args.graphs] if cuda else [False]
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 rows: IEEE fp32 on both sides
     torch.backends.cudnn.allow_tf32 = False
@@ -569,7 +587,9 @@ def main(argv: Optional[list[str]] = None) -> int:
                                                            if argv is None else ["model_ab.py"] + list(argv)),
                   graphs=GRAPHS_METHOD if cuda else "not measured on the CPU",
                   timing="median ms per step (CUDA events on CUDA) after two untimed steps (graphs: and three "
-                         "warm-up steps before the capture)",
+                         "warm-up steps before the capture); the median of --rounds interleaved rounds of every "
+                         "routing (cuBLAS, then each tilelab routing, then again)",
+                  rounds=args.rounds,
                   logits="max_abs_diff/bitwise_equal: eval forward of the routing vs the untouched model")
     rows, bd = [], []
     t_start = time.perf_counter()

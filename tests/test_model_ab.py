@@ -6,6 +6,7 @@ import importlib.util
 import json
 import math
 import os
+import statistics
 import sys
 
 import pytest
@@ -38,6 +39,7 @@ def run(tmp_path, *argv) -> dict:
     assert model_ab.main([*argv, "--smoke", "--out", str(out)]) == 0
     data = json.loads(out.read_text())
     assert data["header"]["complete"] is True
+    assert data["header"]["rounds"] == 2
     assert {"gpu", "torch", "command", "graphs"} <= set(data["header"])
     return data
 
@@ -61,6 +63,10 @@ def check_rows(rows, models, dtypes, modes, graphs):
         elif r["max_abs_diff"] > 0:
             assert not r["bitwise_equal"], where
         assert r["swapped"] > 0, where  # every model has linear layers on tilelab
+        # interleaved rounds: each time is the median of its rounds (--smoke: 2)
+        assert len(r["tilelab_ms_rounds"]) == len(r["cublas_ms_rounds"]) == 2, where
+        assert r["tilelab_ms"] == statistics.median(r["tilelab_ms_rounds"]), where
+        assert r["cublas_ms"] == statistics.median(r["cublas_ms_rounds"]), where
 
 
 @pytest.mark.skipif(not AVAILABLE, reason="needs transformers or timm")
