@@ -462,10 +462,9 @@ def logit_check(m: Model, x: Tensor) -> dict:
 
 def config_rows(m: Model, dkey: str, batch: int, seq: Optional[int], x: Tensor, y: Tensor, snapshot: list,
                 graph_opts: list[bool], args) -> Iterator[dict]:
-    """The rows of one model config: per mode and graphs, `args.rounds` rounds of cuBLAS then each
-    tilelab routing, each routing's time the median of its rounds. Interleaved, so a drift of the
-    machine (clocks, the host's load: the small configs' eager steps are host-bound) reaches every
-    routing alike instead of the one measured during it; `*_ms_rounds` keep every round's time."""
+    """The rows of one model config: per mode and graphs, `args.rounds` interleaved rounds of cuBLAS
+    then each tilelab routing (why: the module docstring), each routing's time the median of its
+    rounds; `*_ms_rounds` keep every round's time. A routing that fails in any round has no time."""
     check = logit_check(m, x)
     per_step = batch * (seq or 1)
     for mode in args.modes:
@@ -479,7 +478,7 @@ def config_rows(m: Model, dkey: str, batch: int, seq: Optional[int], x: Tensor, 
                         times[r].append(measure(m, r, mode, graphs, x, y, snapshot, args))
                     except Exception as e:  # noqa: BLE001 - one failed routing must not end the sweep
                         failed[r] = f"{r} failed: {type(e).__name__}: {first_line(e)}"
-            ms = {r: (statistics.median(v) if v and r not in failed else None) for r, v in times.items()}
+            ms = {r: None if r in failed else statistics.median(v) for r, v in times.items()}
             c = ms["cublas"]
             for r in ROUTINGS[1:]:
                 t, chk = ms[r], dict(check[r])
