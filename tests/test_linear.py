@@ -185,7 +185,7 @@ def split_k():
     torch.ops.tilelab._set_split_k(None)
 
 
-SPLIT_ROWS = [k.name for k in cuda_kernels() if k.family in ("hopper", "tensorcore", "blocked")]
+SPLIT_ROWS = [k.name for k in cuda_kernels() if k.family in ("hopper", "tensorcore", "blocked", "gemv_split")]
 
 
 @pytest.mark.gpu

@@ -115,10 +115,20 @@ double best_est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo
 
 std::atomic<int64_t> g_split_override{0};
 
+// gemv_split's slices: enough blocks for two on every SM (their loads in flight are what streams B at memory
+// speed), each slice at least 2 * bk of K.
+constexpr int64_t kGemvSplitBlocksPerSm = 2;
+int64_t gemv_split_count(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, int64_t cap) {
+  const int64_t blocks = std::max<int64_t>(tiles(p, c.bm, c.bn), 1);
+  const int64_t want = (kGemvSplitBlocksPerSm * d.num_sms + blocks - 1) / blocks;
+  return std::max<int64_t>(1, std::min({want, cap, p.K / (2 * c.bk)}));
+}
+
 // The split count for row c on p: the override, or the least estimated time
 // among the counts that keep every block in one wave; `why` gets the sentence.
 int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, std::string& why) {
-  if (!family_tile_epilogue(c.family) || p.dtype == c10::ScalarType::Double) return 1;
+  const bool gemv = c.family == Family::GemvSplit;
+  if ((!family_tile_epilogue(c.family) && !gemv) || p.dtype == c10::ScalarType::Double) return 1;
   const int64_t kt = (p.K + c.bk - 1) / c.bk;
   const int64_t slab = p.batch * p.M * p.N * 4;
   int64_t cap = std::min<int64_t>({kt, 65535 / std::max<int64_t>(p.batch, 1), kMaxSlabBytes / std::max<int64_t>(slab, 1)});
@@ -127,7 +137,7 @@ int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d
   if (forced > 0) {
     best = std::min<int64_t>(forced, std::max<int64_t>(cap, 1));
   } else {
-    best = estimated_splits(c, p, d, cap);
+    best = gemv ? gemv_split_count(c, p, d, cap) : estimated_splits(c, p, d, cap);
   }
   if (best <= 1) return 1;
   // Slices of ceil(kt / best) k-tiles: as many as that takes, so none is empty.
@@ -135,10 +145,14 @@ int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d
   best = (kt + per - 1) / per;
   if (best <= 1) return 1;
   std::ostringstream os;
-  os << "; split-K: K in " << best << " slices of " << per * c.bk << ", reduced in a fixed order ("
-     << (forced > 0 ? "forced by _set_split_k" : "estimated ") ;
-  if (forced <= 0)
-    os << static_cast<int64_t>(est_ns(c, p, d, best) / 1000) << " us vs " << static_cast<int64_t>(est_ns(c, p, d, 1) / 1000)
+  os << "; split-K: K in " << best << " slices of " << per * c.bk << ", reduced in a fixed order (";
+  if (forced > 0)
+    os << "forced by _set_split_k";
+  else if (gemv)
+    os << best * tiles(p, c.bm, c.bn) << " blocks, " << kGemvSplitBlocksPerSm
+       << " an SM: their loads in flight stream B at memory speed";
+  else
+    os << "estimated " << static_cast<int64_t>(est_ns(c, p, d, best) / 1000) << " us vs " << static_cast<int64_t>(est_ns(c, p, d, 1) / 1000)
        << " us unsplit: fewer tiles than SMs";
   os << ")";
   why = os.str();

@@ -33,7 +33,8 @@ inline constexpr bool kBuiltWithCuda = false;
   X(TensorCore, tensorcore, kBuiltWithCuda) \
   X(Hopper, hopper, kBuiltWithCuda && kBuiltForSm90a) \
   X(Gemv, gemv, kBuiltWithCuda)           \
-  X(GemvMma, gemv_mma, kBuiltWithCuda)
+  X(GemvMma, gemv_mma, kBuiltWithCuda)    \
+  X(GemvSplit, gemv_split, kBuiltWithCuda)
 
 #define TILELAB_FAMILY_ENUM(E, n, c) E,
 enum class Family : int { TILELAB_FAMILIES(TILELAB_FAMILY_ENUM) };

@@ -97,6 +97,11 @@ inline constexpr KernelConfig kConfigs[] = {
   // 117 MB of W at 3.3-3.6 TB/s; 32 rows halve x's L2 reads at 16 rows (16x4096x14336: 0.037 ms vs 0.045).
   // Compute capability 9.0: the ring is sized for its 227 KB of shared memory a block (213 KB above 8 rows).
   {"gemv_mma_16x32x64",          "gemv_mma",        Family::GemvMma,    32,  16,  32,  64,  1, 1,  256, 4, 0, kF16 | kBF16, 90, false, "mma.sync m16n8k16 swap-AB (W rows on M, x rows on N), persistent: 16-byte pieces straight into fragments, 8 warps split K, 4-stage per-lane cp.async ring"},
+  // gemv_split: few rows against a large B streamed once, K split over blocks when the columns leave SMs idle
+  // (split_reduce.cu adds the slices in a fixed order); bk is the split granularity. Each reads B in one layout:
+  // 16 columns a warp of a k-contiguous B (x @ W.t()), 128 of an n-contiguous one (x @ B, B row-major).
+  {"gemv_split_16x128x256",      "gemv_split",      Family::GemvSplit,  128, 16, 128, 256,  1, 8,  256, 0, 0, kF32 | kF16 | kBF16, 0, false, "x @ W.t(): a lane holds 4 columns x 16 rows, 8 lanes a 128-byte run of W's rows, x's loads shared by 4 columns; K split over blocks"},
+  {"gemv_split_rowb_16x1024x64", "gemv_split_rowb", Family::GemvSplit, 1024, 16, 1024, 64,  1, 8,  256, 0, 0, kF32 | kF16 | kBF16, 0, false, "x @ B with B row-major: a lane holds 4 adjacent columns x 16 rows, a warp reads 512 contiguous bytes of a row of B; K split over blocks"},
 };
 // clang-format on
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
