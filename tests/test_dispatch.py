@@ -207,11 +207,12 @@ def test_hopper_only_on_sm90():
 
 def test_decode_goes_to_gemv():
     """x @ W.t() with up to 16 rows: half precision on gemv_mma while both operands' rows are 16-byte
-    aligned, IEEE fp32 on gemv; more rows, another layout or a misaligned view go to the tile kernels."""
+    aligned, IEEE fp32 on gemv_split (test_fp32_few_rows for its limits); more rows, another layout or a
+    misaligned view go to the tile kernels."""
     for M in (1, 5, 16):
         assert explain_described(*linear(M, 4096, 4096), **H200).kernel.startswith("gemv_mma_")
         assert explain_described(*linear(M, 4096, 4096, torch.float16), **H200).kernel.startswith("gemv_mma_")
-    assert explain_described(*linear(16, 4096, 4096, torch.float32), **H200).kernel == "gemv_16x8"
+    assert explain_described(*linear(16, 4096, 4096, torch.float32), **H200).kernel == "gemv_split_16x128x256"
     assert explain_described(*linear(17, 4096, 4096), **H200).kernel.startswith("hopper_")
     assert explain_described(*mm(4, 4096, 4096), **H200).kernel.startswith("hopper_")  # W (K, N): n-contiguous
     x = torch.empty(4, 4097, dtype=BF16)[:, 1:]  # rows start 2 bytes past 16-byte boundaries
@@ -220,6 +221,40 @@ def test_decode_goes_to_gemv():
     assert explain_described(*linear(4, 4096, 4096), **A100).kernel.startswith("tensorcore_")
     with pytest.raises(RuntimeError, match="compute capability 9.0"):
         explain_described(*linear(4, 4096, 4096), variant="gemv_mma", **A100)
+
+
+def test_fp32_few_rows():
+    """fp32 with few rows: one row of x @ W.t() on gemv, 2 to 16 on gemv_split (from 8 where N >= 2K),
+    split over K with a reason; under TF32 up to 2 rows on those, then the TF32 tiles. A misaligned
+    view stays on gemv (which reads it in place). x @ B with B row-major: gemv_split_rowb up to 8 rows
+    (4 under TF32)."""
+    f32 = torch.float32
+    assert explain_described(*linear(1, 4096, 14336, f32), **H200).kernel == "gemv_16x8"
+    for M in (2, 7, 16):
+        e = explain_described(*linear(M, 14336, 4096, f32), **H200)
+        assert e.kernel == "gemv_split_16x128x256", e
+        assert e.details["split_k"] > 1 and "blocks, 2 an SM" in e.reason, e
+    # N >= 2K: many columns keep a warp per column busy below 8 rows
+    assert explain_described(*linear(4, 4096, 14336, f32), **H200).kernel == "gemv_16x8"
+    assert explain_described(*linear(8, 4096, 14336, f32), **H200).kernel == "gemv_split_16x128x256"
+    x = torch.empty(4, 4097, dtype=f32)[:, 1:]  # rows start 4 bytes past 16-byte boundaries
+    assert explain_described(x, torch.empty(4096, 4096, dtype=f32).t(), **H200).kernel == "gemv_16x8"
+    assert explain_described(*linear(17, 4096, 4096, f32), **H200).kernel != "gemv_split_16x128x256"
+    for M in (1, 8):
+        assert explain_described(*mm(M, 8192, 8192, f32), **H200).kernel == "gemv_split_rowb_16x1024x64"
+    assert explain_described(*mm(9, 8192, 8192, f32), **H200).kernel != "gemv_split_rowb_16x1024x64"
+    assert explain_described(*mm(4, 8192, 8192), **H200).kernel.startswith("hopper_")  # bf16: the tiles
+    old = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        assert explain_described(*linear(1, 4096, 4096, f32), **H200).kernel == "gemv_16x8"
+        assert explain_described(*linear(2, 4096, 4096, f32), **H200).kernel == "gemv_split_16x128x256"
+        assert explain_described(*linear(2, 4096, 14336, f32), **H200).kernel == "gemv_16x8"
+        assert explain_described(*linear(3, 4096, 4096, f32), **H200).kernel.startswith("hopper_tf32_")
+        assert explain_described(*mm(4, 4096, 4096, f32), **H200).kernel == "gemv_split_rowb_16x1024x64"
+        assert explain_described(*mm(5, 4096, 4096, f32), **H200).kernel != "gemv_split_rowb_16x1024x64"
+    finally:
+        torch.set_float32_matmul_precision(old)
 
 
 def test_tiny_products_take_one_launch():

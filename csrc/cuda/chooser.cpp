@@ -34,6 +34,7 @@ constexpr int kTc256 = row_index("tensorcore_128x256x64"), kTc128 = row_index("t
 constexpr int kTcTf32_256 = row_index("tensorcore_tf32_128x256x32"),
               kTcTf32_128 = row_index("tensorcore_tf32_128x128x16"), kTcTf32_64 = row_index("tensorcore_tf32_64x64x16");
 constexpr int kGemv = row_index("gemv_16x8"), kGemvMma = row_index("gemv_mma_16x32x64"),
+              kGemvSplit = row_index("gemv_split_16x128x256"), kGemvSplitRowB = row_index("gemv_split_rowb_16x1024x64"),
               kNaive16 = row_index("naive_16x16");
 constexpr int kTiled32 = row_index("tiled_32x32x32"), kTiled16 = row_index("tiled_16x16x16"),
               kTiled8 = row_index("tiled_8x8x8");
@@ -278,17 +279,43 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   // --- few rows with k-contiguous operands (decoding: x @ W.t()): W streamed
   // once. Half precision on the tensor cores (gemv_mma) while both operands'
   // rows are 16-byte aligned (else the launcher would copy W); IEEE fp32 on
-  // the gemv row, a warp per output column.
+  // gemv_split from 2 rows (aligned rows; from 8 where N >= 2K, whose many
+  // columns keep a warp per column busy enough), else on the gemv row, a warp
+  // per output column. Under TF32 the IEEE rows stream W faster than TF32
+  // wgmma up to 2 rows (from 4 the two are within 5% either way). The
+  // measurements in the reasons: an H100, per call under CUDA graphs, W cold in
+  // L2 and x hot (as a model's activation is).
   const bool k_cont = p.a.k_contiguous && p.b.k_contiguous;
+  const bool fp32 = p.dtype == c10::ScalarType::Float;
   if (half && k_cont && p.M <= 16 && aligned) {
     ch = pick(kGemvMma, "half precision, M <= 16 with k-contiguous, 16-byte aligned operands (x @ W.t()): swap-AB "
                         "mma.sync streams W once (H200, bf16, per call under CUDA graphs: 1x4096x14336 0.034 ms, 3.5 "
                         "TB/s of W, vs 0.049 for hopper_128x128x64; 16x4096x14336 0.037 vs 0.050)");
     if (ch.cfg) return ch;
   }
-  if (k_cont && p.dtype == c10::ScalarType::Float && !p.allow_tf32 && p.M <= 16) {
+  const int64_t gemv_rows = p.allow_tf32 ? 2 : 16;
+  if (k_cont && fp32 && aligned && p.M >= (p.N >= 2 * p.K ? 8 : 2) && p.M <= gemv_rows) {
+    ch = pick(kGemvSplit, std::string(p.allow_tf32 ? "fp32 under TF32, 2" : "fp32, 2 to 16") +
+                              " rows (from 8 where N >= 2K) with k-contiguous, 16-byte aligned operands (x @ W.t()): "
+                              "each x load serves 4 columns, each W load every row, K split over blocks (H100: "
+                              "8x14336x4096 0.102 ms vs 0.265 for gemv_16x8 and 0.164 for cuBLAS, 8x4096x14336 0.132 "
+                              "vs 0.159 and 0.137; under TF32 2x14336x4096 0.085 vs 0.097 for hopper_tf32_128x128x32)");
+    if (ch.cfg) return ch;
+  }
+  if (k_cont && fp32 && p.M <= gemv_rows) {
     ch = pick(kGemv, "fp32, M <= 16 with k-contiguous operands (x @ W.t()): a warp per output column streams W once "
-                     "(H200: 1x4096x4096 0.031 ms vs 0.187 for blocked_k16_64x64x16, 16x14336x4096 0.330 vs 0.693)");
+                     "(H200: 1x4096x4096 0.031 ms vs 0.187 for blocked_k16_64x64x16, 16x14336x4096 0.330 vs 0.693; "
+                     "under TF32 up to 2 rows, H100: 1x14336x4096 0.086 vs 0.101 for hopper_tf32_128x128x32, "
+                     "2x4096x14336 0.085 vs 0.097)");
+    if (ch.cfg) return ch;
+  }
+  // x @ B with B row-major (n-contiguous), A k-contiguous: a lane holds 4 adjacent columns of B's rows.
+  if (fp32 && p.a.k_contiguous && !p.b.k_contiguous && aligned && p.M <= (p.allow_tf32 ? 4 : 8)) {
+    ch = pick(kGemvSplitRowB, std::string(p.allow_tf32 ? "fp32 under TF32, at most 4" : "fp32, at most 8") +
+                                  " rows, B row-major (x @ B): a warp streams 512 contiguous bytes of each row of B, "
+                                  "K split over blocks (H100: 1x8192x8192 0.094 ms vs 0.296 for blocked_k16_64x64x16, "
+                                  "0.092 for cuBLAS; 4x4096x4096 0.040 vs 0.078 and 0.065; under TF32 4x8192x8192 "
+                                  "0.105 vs 0.141 for tensorcore_tf32_64x64x16)");
     if (ch.cfg) return ch;
   }
 
