@@ -114,17 +114,19 @@ def test_blocked_aligned_copy_path(config):
 def test_auto_fp32_uses_blocked_by_estimated_time(highest):
     """At full fp32 precision the dispatcher picks among the blocked rows by its
     estimate (rounds of tiles per SM x tile size / measured rate, chooser.cpp) and
-    says so; a skinny product goes to the small 64x64 tile on any GPU with at
-    least 64 SMs (its 64 tiles fill one round, the wider tiles' rounds cost more)."""
-    for M, N, K in [(4096, 4096, 4096), (1000, 1000, 1000), (8, 4096, 4096), (3072, 3072, 64)]:
+    says so; a skinny product (above gemv_split_rowb's 8 rows) goes to the small 64x64 tile on any
+    GPU with at least 64 SMs (its 64 tiles fill one round, the wider tiles' rounds cost more)."""
+    for M, N, K in [(4096, 4096, 4096), (1000, 1000, 1000), (16, 4096, 4096), (3072, 3072, 64)]:
         a = torch.randn(M, K, device="cuda")
         b = torch.randn(K, N, device="cuda")
         e = tilelab_torch.explain(a, b)
         assert e.kernel in BLOCKED and "estimated time" in e.reason, e
         assert rel_err(torch.ops.tilelab.tiled_mm(a, b), a, b) <= TOL[torch.float32]
     if torch.cuda.get_device_properties(0).multi_processor_count >= 64:
-        x = torch.randn(8, 4096, device="cuda")
+        x = torch.randn(16, 4096, device="cuda")
         assert tilelab_torch.explain(x, torch.randn(4096, 4096, device="cuda")).kernel == "blocked_k16_64x64x16"
+    x8, b = torch.randn(8, 4096, device="cuda"), torch.randn(4096, 4096, device="cuda")
+    assert tilelab_torch.explain(x8, b).kernel == "gemv_split_rowb_16x1024x64"
 
 
 @pytest.mark.gpu
