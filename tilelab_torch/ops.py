@@ -98,8 +98,9 @@ def tiled_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, ac
         bias: ``(N,)`` or ``None``.
         activation: ``None``, ``"relu"``, ``"gelu"`` (F.gelu), ``"gelu_tanh"``
             (F.gelu(approximate="tanh"), transformers' ``gelu_new``) or ``"silu"``.
-            Where the kernel applies it (CPU, ``gemv``, the textbook kernels,
-            split-K's reduction, the ``hopper`` rows' TMA-store epilogue) it is
+            Where the kernel applies it (CPU, ``gemv``, ``gemv_mma``,
+            ``gemv_split``, the textbook kernels, split-K's reduction, the
+            ``hopper`` rows' TMA-store epilogue) it is
             computed in fp32 (fp64 for float64) on accumulator + bias, then
             rounded once to the dtype; after the ``blocked`` and ``tensorcore``
             rows (and a hopper output stored from registers) torch's op applies
