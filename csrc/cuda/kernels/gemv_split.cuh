@@ -77,6 +77,30 @@ constexpr int block_cols() {
   return kNMajor ? kWarps * 32 * kCols : kWarps * 16;
 }
 
+// acc[r][c] += sum over u < kU, j < kN of x[r][k0 + u * x_step + j] * b(u, j, c), for the first `rows`
+// rows of x (rows ld_x apart): per row and u, kN values of x in one load (kN == 1: one element).
+template <int kU, int kN, int kRows, int kCols, typename T, typename BValue>
+__device__ __forceinline__ void madd_rows(float (&acc)[kRows][kCols], int rows, const T* x, int64_t ld_x, int k0,
+                                          int x_step, BValue b) {
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    if (r < rows) {
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        float xv[kN];
+        if constexpr (kN == 1)
+          xv[0] = static_cast<float>(x[r * ld_x + k0 + u * x_step]);
+        else
+          load_vec<kN>(x + r * ld_x + k0 + u * x_step, xv);
+#pragma unroll
+        for (int c = 0; c < kCols; ++c)
+#pragma unroll
+          for (int j = 0; j < kN; ++j) acc[r][c] = fmaf(xv[j], b(u, j, c), acc[r][c]);
+      }
+    }
+  }
+}
+
 }  // namespace gemv_split
 
 template <typename T, int kRows, int kWarps, int kBk, bool kNMajor>
@@ -115,20 +139,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_split_kernel(GemmArgs<T> 
       for (int u = 0; u < kU; ++u)
 #pragma unroll
         for (int c = 0; c < kCols; ++c) load_vec<kE, true>(wrow[c] + k0 + u * kStep, wv[u][c]);
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        if (r < rows) {
-#pragma unroll
-          for (int u = 0; u < kU; ++u) {
-            float xv[kE];
-            load_vec<kE>(a + static_cast<int64_t>(r) * p.sa_m + k0 + u * kStep, xv);
-#pragma unroll
-            for (int c = 0; c < kCols; ++c)
-#pragma unroll
-              for (int i = 0; i < kE; ++i) acc[r][c] = fmaf(xv[i], wv[u][c][i], acc[r][c]);
-          }
-        }
-      }
+      gemv_split::madd_rows<kU, kE>(acc, rows, a, p.sa_m, k0, kStep,
+                                    [&](int u, int i, int c) { return wv[u][c][i]; });
     };
     int k = kl * kE;
     for (; k + (kUnroll - 1) * kStep + kE <= k_vec; k += kUnroll * kStep) step(k, std::integral_constant<int, kUnroll>{});
@@ -137,13 +149,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_split_kernel(GemmArgs<T> 
       float wk[kCols];
 #pragma unroll
       for (int c = 0; c < kCols; ++c) wk[c] = static_cast<float>(wrow[c][k]);
-#pragma unroll
-      for (int r = 0; r < kRows; ++r)
-        if (r < rows) {
-          const float xk = static_cast<float>(a[static_cast<int64_t>(r) * p.sa_m + k]);
-#pragma unroll
-          for (int c = 0; c < kCols; ++c) acc[r][c] = fmaf(xk, wk[c], acc[r][c]);
-        }
+      gemv_split::madd_rows<1, 1>(acc, rows, a, p.sa_m, k, 0, [&](int, int, int c) { return wk[c]; });
     }
     // The 8 lanes of a group hold partial sums of the same outputs: add them (every lane gets the total),
     // then lane kl stores the outputs i = r * kCols + c with i % 8 == kl.
@@ -185,20 +191,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_split_kernel(GemmArgs<T> 
       for (int u = 0; u < kU; ++u)
 #pragma unroll
         for (int j = 0; j < kXv; ++j) load_b(k0 + u * kXv + j, bv[u][j]);
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        if (r < rows) {
-#pragma unroll
-          for (int u = 0; u < kU; ++u) {
-            float xv[kXv];
-            load_vec<kXv>(a + static_cast<int64_t>(r) * p.sa_m + k0 + u * kXv, xv);
-#pragma unroll
-            for (int j = 0; j < kXv; ++j)
-#pragma unroll
-              for (int c = 0; c < kCols; ++c) acc[r][c] = fmaf(xv[j], bv[u][j][c], acc[r][c]);
-          }
-        }
-      }
+      gemv_split::madd_rows<kU, kXv>(acc, rows, a, p.sa_m, k0, kXv,
+                                     [&](int u, int j, int c) { return bv[u][j][c]; });
     };
     int k = 0;
     for (; k + kUnroll * kXv <= k_vec; k += kUnroll * kXv) chunk(k, std::integral_constant<int, kUnroll>{});
@@ -206,13 +200,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_split_kernel(GemmArgs<T> 
     for (; k < p.K; ++k) {  // the K tail (K not a multiple of 4)
       float bk[kCols];
       load_b(k, bk);
-#pragma unroll
-      for (int r = 0; r < kRows; ++r)
-        if (r < rows) {
-          const float xk = static_cast<float>(a[static_cast<int64_t>(r) * p.sa_m + k]);
-#pragma unroll
-          for (int c = 0; c < kCols; ++c) acc[r][c] = fmaf(xk, bk[c], acc[r][c]);
-        }
+      gemv_split::madd_rows<1, 1>(acc, rows, a, p.sa_m, k, 0, [&](int, int, int c) { return bk[c]; });
     }
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
