@@ -128,8 +128,8 @@ int64_t gemv_split_count(const KernelConfig& c, const GemmProblem& p, const Devi
 // The split count for row c on p: the override, or the least estimated time
 // among the counts that keep every block in one wave; `why` gets the sentence.
 int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, std::string& why) {
-  const bool gemv = c.family == Family::GemvSplit;
-  if ((!family_tile_epilogue(c.family) && !gemv) || p.dtype == c10::ScalarType::Double) return 1;
+  if (!family_splits_k(c.family) || p.dtype == c10::ScalarType::Double) return 1;
+  const bool gemv = c.family == Family::GemvSplit;  // its own count (gemv_split_count), not est_ns's
   const int64_t kt = (p.K + c.bk - 1) / c.bk;
   const int64_t slab = p.batch * p.M * p.N * 4;
   int64_t cap = std::min<int64_t>({kt, 65535 / std::max<int64_t>(p.batch, 1), kMaxSlabBytes / std::max<int64_t>(slab, 1)});

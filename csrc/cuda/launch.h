@@ -60,6 +60,11 @@ constexpr bool family_tile_epilogue(Family f) {
   return f == Family::Hopper || f == Family::TensorCore || f == Family::Blocked;
 }
 
+// The families whose kernels take a k-range from the scheduler, so the chooser
+// may split K (split_reduce.h): the tile families, and gemv_split, which applies
+// bias and activation in its own epilogue (with split-K, in the reduction).
+constexpr bool family_splits_k(Family f) { return family_tile_epilogue(f) || f == Family::GemvSplit; }
+
 // Whether the hopper kernels write p's output through their TMA-store
 // epilogue (C's rows and batches 16-byte aligned, no per-element bias, one
 // slice of K), which applies p.act itself (launch_hopper.cu).

@@ -1,7 +1,7 @@
 #pragma once
 // Split-K on the host: the slices into a workspace, then the reduction
-// (split_reduce.cu). The chooser sets GemmProblem::splits, for the tile
-// families only (launch.h, family_tile_epilogue).
+// (split_reduce.cu). The chooser sets GemmProblem::splits, for the families
+// whose kernels take a k-range from the scheduler (launch.h, family_splits_k).
 #include "../gemm.h"
 #include "table.h"
 
