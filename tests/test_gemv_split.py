@@ -33,7 +33,7 @@ def _operands(M, K, N, dtype, layout, k_pad=0):
 @pytest.mark.parametrize("row", ROWS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("layout", ["lin", "rowb"])
-@pytest.mark.parametrize("M", [1, 3, 16, 17, 40])
+@pytest.mark.parametrize("M", [1, 3, 8, 9, 16, 17, 40])  # 9..16 rows a block: no per-row branch
 @pytest.mark.parametrize("K,N,k_pad", [(5, 7, 3), (31, 33, 1), (64, 1030, 0), (1000, 300, 8), (4099, 129, 5)])
 def test_shapes(row, dtype, layout, M, K, N, k_pad):
     seed = fresh_seed()

@@ -27,7 +27,10 @@
 // tried (0.263 there): it spilled under the 128 registers that keep two blocks
 // an SM. With x cold in L2 (not a model's case: its activation was just
 // written) every block's first loads of x miss together and M = 16 takes ~0.1 ms
-// more.
+// more. The rows' loop carried a branch per row (r < rows) that kept each row's
+// loads of x one L1 round trip ahead of its multiply-adds; with more than half a
+// block of rows the launcher runs the kernel without it (kRepeat: a short block
+// repeats its last row and drops those sums): 16 x 14336 x 4096 0.112 ms.
 //
 // The launcher gives both kernels aligned rows (16 bytes) and A k-contiguous
 // (copying where a view is not); K needs no alignment (a scalar tail). fp32
@@ -79,19 +82,23 @@ constexpr int block_cols() {
 
 // acc[r][c] += sum over u < kU, j < kN of x[r][k0 + u * x_step + j] * b(u, j, c), for the first `rows`
 // rows of x (rows ld_x apart): per row and u, kN values of x in one load (kN == 1: one element).
-template <int kU, int kN, int kRows, int kCols, typename T, typename BValue>
+// kRepeat: every one of the kRows rows is computed, those past `rows` on a copy of the last row (their sums
+// are never stored), so no row sits behind a branch and the compiler can keep several rows' loads of x in
+// flight; otherwise rows past `rows` are skipped.
+template <int kU, int kN, bool kRepeat, int kRows, int kCols, typename T, typename BValue>
 __device__ __forceinline__ void madd_rows(float (&acc)[kRows][kCols], int rows, const T* x, int64_t ld_x, int k0,
                                           int x_step, BValue b) {
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
-    if (r < rows) {
+    if (kRepeat || r < rows) {
+      const T* xr = x + (kRepeat ? min(r, rows - 1) : r) * ld_x;
 #pragma unroll
       for (int u = 0; u < kU; ++u) {
         float xv[kN];
         if constexpr (kN == 1)
-          xv[0] = static_cast<float>(x[r * ld_x + k0 + u * x_step]);
+          xv[0] = static_cast<float>(xr[k0 + u * x_step]);
         else
-          load_vec<kN>(x + r * ld_x + k0 + u * x_step, xv);
+          load_vec<kN>(xr + k0 + u * x_step, xv);
 #pragma unroll
         for (int c = 0; c < kCols; ++c)
 #pragma unroll
@@ -103,7 +110,7 @@ __device__ __forceinline__ void madd_rows(float (&acc)[kRows][kCols], int rows, 
 
 }  // namespace gemv_split
 
-template <typename T, int kRows, int kWarps, int kBk, bool kNMajor>
+template <typename T, int kRows, int kWarps, int kBk, bool kNMajor, bool kRepeat>
 __global__ void __launch_bounds__(kWarps * 32, 2) gemv_split_kernel(GemmArgs<T> p) {
   static_assert(!std::is_same_v<T, double>, "gemv_split: fp32 and half precision (fp32 sums)");
   using gemv_split::kCols;
@@ -139,7 +146,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_split_kernel(GemmArgs<T> 
       for (int u = 0; u < kU; ++u)
 #pragma unroll
         for (int c = 0; c < kCols; ++c) load_vec<kE, true>(wrow[c] + k0 + u * kStep, wv[u][c]);
-      gemv_split::madd_rows<kU, kE>(acc, rows, a, p.sa_m, k0, kStep,
+      gemv_split::madd_rows<kU, kE, kRepeat>(acc, rows, a, p.sa_m, k0, kStep,
                                     [&](int u, int i, int c) { return wv[u][c][i]; });
     };
     int k = kl * kE;
@@ -149,7 +156,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_split_kernel(GemmArgs<T> 
       float wk[kCols];
 #pragma unroll
       for (int c = 0; c < kCols; ++c) wk[c] = static_cast<float>(wrow[c][k]);
-      gemv_split::madd_rows<1, 1>(acc, rows, a, p.sa_m, k, 0, [&](int, int, int c) { return wk[c]; });
+      gemv_split::madd_rows<1, 1, kRepeat>(acc, rows, a, p.sa_m, k, 0, [&](int, int, int c) { return wk[c]; });
     }
     // The 8 lanes of a group hold partial sums of the same outputs: add them (every lane gets the total),
     // then lane kl stores the outputs i = r * kCols + c with i % 8 == kl.
@@ -191,7 +198,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_split_kernel(GemmArgs<T> 
       for (int u = 0; u < kU; ++u)
 #pragma unroll
         for (int j = 0; j < kXv; ++j) load_b(k0 + u * kXv + j, bv[u][j]);
-      gemv_split::madd_rows<kU, kXv>(acc, rows, a, p.sa_m, k0, kXv,
+      gemv_split::madd_rows<kU, kXv, kRepeat>(acc, rows, a, p.sa_m, k0, kXv,
                                      [&](int u, int j, int c) { return bv[u][j][c]; });
     };
     int k = 0;
@@ -200,7 +207,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_split_kernel(GemmArgs<T> 
     for (; k < p.K; ++k) {  // the K tail (K not a multiple of 4)
       float bk[kCols];
       load_b(k, bk);
-      gemv_split::madd_rows<1, 1>(acc, rows, a, p.sa_m, k, 0, [&](int, int, int c) { return bk[c]; });
+      gemv_split::madd_rows<1, 1, kRepeat>(acc, rows, a, p.sa_m, k, 0, [&](int, int, int c) { return bk[c]; });
     }
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
