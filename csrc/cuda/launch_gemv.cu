@@ -16,9 +16,18 @@ void launch_gemv(const KernelConfig& row, const GemmProblem& p) {
     constexpr KernelConfig c = kConfigs[decltype(r)::value];
     static_assert(c.warps_m == 1 && c.bn == c.warps_n && c.threads == 32 * c.warps_n,
                   "gemv: a warp per output column, bn columns per block");
-    // 16-byte loads need both operands k-contiguous with 16-byte aligned rows.
-    const bool vec = p.a.k_contiguous && p.b.k_contiguous && rows_aligned16(p.a, p) && rows_aligned16(p.b, p);
-    const dim3 grid = grid_for(p, c.bm, c.bn);
+    // 16-byte loads need both operands contiguous along K with 16-byte aligned rows. A single row or
+    // column (a dot product's) is contiguous along K whichever layout its strides name, and only its base
+    // (and batch stride) must be aligned.
+    const size_t esz = c10::elementSize(p.dtype);
+    auto along_k = [&](const Operand& o, int64_t rows) {
+      if (rows == 1) return o.s_k == 1 && rows_aligned16(o.data, 0, o.s_batch, p.batch, esz);
+      return o.k_contiguous && rows_aligned16(o, p);
+    };
+    const bool vec = along_k(p.a, p.M) && along_k(p.b, p.N);
+    // Fewer columns than a block's warps, in a batch: a flat grid of (matrix, column) pairs (gemv.cuh).
+    dim3 grid = grid_for(p, c.bm, c.bn);
+    if (p.N < c.warps_n && p.batch > 1) grid = dim3(grid.x, static_cast<unsigned>((p.batch * p.N + c.warps_n - 1) / c.warps_n), 1);
     TILELAB_DISPATCH_FLOATS(p.dtype, "tilelab_gemv", [&] {
       const auto args = device_args<scalar_t>(p);
       if (vec)

@@ -42,9 +42,16 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemmArgs<T> p) {
   using V = gemv_detail::Vec16<T, Acc>;
   constexpr int kE = V::kN;  // elements per 16-byte load
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const WorkTile w = LinearScheduler::first(1);
-  const int n = w.tn * kWarps + warp;  // this warp's output column
-  const int m0 = w.tm * kRows;         // its first row
+  WorkTile w = LinearScheduler::first(1);
+  int n = w.tn * kWarps + warp;  // this warp's output column
+  if (gridDim.z == 1 && p.batch > 1) {
+    // The launcher's flat grid (fewer columns than warps): a block's warps take consecutive (matrix, column)
+    // pairs, so a batch of dot products keeps every warp busy.
+    w.batch = n / p.N;
+    n %= p.N;
+    if (w.batch >= p.batch) return;
+  }
+  const int m0 = w.tm * kRows;  // its first row
   if (n >= p.N) return;
   const int rows = min(kRows, p.M - m0);
   const T* b = p.b + w.batch * p.sb_b + static_cast<int64_t>(n) * p.sb_n;
@@ -90,6 +97,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemmArgs<T> p) {
   } else {
     k = lane;
   }
+#pragma unroll 4
   for (; k < p.K; k += 32) {
     const Acc bk = static_cast<Acc>(b[static_cast<int64_t>(k) * p.sb_k]);
 #pragma unroll
