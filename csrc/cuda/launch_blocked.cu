@@ -37,7 +37,15 @@ constexpr int64_t kAlignedCopyMinMNK = int64_t{1} << 29;
 // The same size rule moves a k-contiguous B (nn.Linear's weight W, read as
 // W.t()) into n-contiguous rows first, for the float4 path of a row-major B: the
 // copy is one pass over K x N floats (H200, F.linear's layout at 12288x3072x768:
-// 1.537 ms with 4-byte copies of W.t(), 1.267 ms with the copy; a row-major B 1.238).
+// 1.537 ms with 4-byte copies of W.t(), 1.267 ms with the copy; a row-major B 1.238),
+// but only from kFlipMinRows rows: the copy reads and writes all of W whatever M is,
+// while the 4-byte path costs ~15-20% of a product that shrinks with M (H100, fp32
+// x @ W.t() per call under CUDA graphs, without the copy: 32x14336x4096 0.320 ms,
+// 128x14336x4096 0.507, against 0.273 and 0.447 with a row-major B; the copy of
+// that W alone moves 470 MB, ~0.16 ms at 3 TB/s; by the arithmetic above, 8KN bytes
+// against ~20% of 2MNK / 44 TFLOP/s, they cross near M = 290).
+constexpr int64_t kFlipMinRows = 256;
+
 // Calls fn(std::integral_constant<int, mode>) for the run-time mode.
 template <typename Fn>
 void with_mode(int mode, Fn&& fn) {
@@ -66,8 +74,8 @@ void launch_blocked(const KernelConfig& row, const GemmProblem& p0) {
     static_assert(c.pad == 4, "blocked: kPad = 4 (16-byte rows, conflict-free transposed stores)");
     GemmProblem p = p0;
     if (p.M * p.N * p.K * p.batch >= kAlignedCopyMinMNK) {
-      if (p.b.k_contiguous) flip_contiguity(p, p.b, false);  // W.t() of F.linear (above)
-      else align_operand(p, p.b, false);
+      if (!p.b.k_contiguous) align_operand(p, p.b, false);
+      else if (p.M >= kFlipMinRows) flip_contiguity(p, p.b, false);  // W.t() of F.linear (above)
       if (!p.a.k_contiguous) align_operand(p, p.a, true);
     }
     const auto args = device_args<float>(p);
