@@ -113,9 +113,10 @@ def test_blocked_aligned_copy_path(config):
 @pytest.mark.gpu
 def test_auto_fp32_uses_blocked_by_estimated_time(highest):
     """At full fp32 precision the dispatcher picks among the blocked rows by its
-    estimate (rounds of tiles per SM x tile size / measured rate, chooser.cpp) and
-    says so; a skinny product (above gemv_split_rowb's 8 rows) goes to the small 64x64 tile on any
-    GPU with at least 64 SMs (its 64 tiles fill one round, the wider tiles' rounds cost more)."""
+    estimate (chooser.cpp: each row at its best split count and measured rate) and says so; a
+    skinny product (above gemv_split_rowb's 8 rows) goes to 64x128 tiles with K split over the SMs
+    on any GPU with at least 64 SMs (the same padded work as 64x64 tiles in twice the slices, at a
+    higher rate)."""
     for M, N, K in [(4096, 4096, 4096), (1000, 1000, 1000), (16, 4096, 4096), (3072, 3072, 64)]:
         a = torch.randn(M, K, device="cuda")
         b = torch.randn(K, N, device="cuda")
@@ -124,23 +125,24 @@ def test_auto_fp32_uses_blocked_by_estimated_time(highest):
         assert rel_err(torch.ops.tilelab.tiled_mm(a, b), a, b) <= TOL[torch.float32]
     if torch.cuda.get_device_properties(0).multi_processor_count >= 64:
         x = torch.randn(16, 4096, device="cuda")
-        assert tilelab_torch.explain(x, torch.randn(4096, 4096, device="cuda")).kernel == "blocked_k16_64x64x16"
+        e = tilelab_torch.explain(x, torch.randn(4096, 4096, device="cuda"))
+        assert e.kernel == "blocked_64x128x8" and e.details["split_k"] > 1, e
     x8, b = torch.randn(8, 4096, device="cuda"), torch.randn(4096, 4096, device="cuda")
     assert tilelab_torch.explain(x8, b).kernel == "gemv_split_rowb_16x1024x64"
 
 
 @pytest.mark.gpu
 def test_auto_fp32_decode_uses_gemv(highest):
-    """fp32 x @ W.t() with M <= 16 goes to the gemv rows (chooser.cpp: one row to gemv, more to
+    """fp32 x @ W.t() with M <= 32 goes to the gemv rows (chooser.cpp: one row to gemv, more to
     gemv_split); half precision to gemv_mma."""
-    for M in (1, 7, 16):
+    for M in (1, 7, 16, 32):
         x = torch.randn(M, 1000, device="cuda")
         w = torch.randn(333, 1000, device="cuda")
         e = tilelab_torch.explain(x, w.t())
         assert e.kernel == ("gemv_16x8" if M == 1 else "gemv_split_16x128x256"), e
         out = torch.ops.tilelab.tiled_mm(x, w.t())
         assert rel_err(out, x, w.t()) <= TOL[torch.float32]
-    assert not tilelab_torch.explain(torch.randn(17, 1000, device="cuda"), w.t()).kernel.startswith("gemv")
+    assert not tilelab_torch.explain(torch.randn(33, 1000, device="cuda"), w.t()).kernel.startswith("gemv")
     xh, wh = torch.randn(4, 1000, device="cuda", dtype=torch.bfloat16), torch.randn(333, 1000, device="cuda", dtype=torch.bfloat16)
     assert tilelab_torch.explain(xh, wh.t()).kernel.startswith("gemv_mma_")
     assert tilelab_torch.explain(xh[:1], wh.t()).kernel.startswith("gemv_mma_")

@@ -224,7 +224,7 @@ def test_decode_goes_to_gemv():
 
 
 def test_fp32_few_rows():
-    """fp32 with few rows: one row of x @ W.t() on gemv, 2 to 16 on gemv_split (from 8 where N >= 2K),
+    """fp32 with few rows: one row of x @ W.t() on gemv, 2 to 32 on gemv_split (from 8 where N >= 2K),
     split over K with a reason; under TF32 up to 2 rows on those, then the TF32 tiles. A misaligned
     view stays on gemv (which reads it in place). x @ B with B row-major: gemv_split_rowb up to 8 rows
     (4 under TF32)."""
@@ -239,7 +239,9 @@ def test_fp32_few_rows():
     assert explain_described(*linear(8, 4096, 14336, f32), **H200).kernel == "gemv_split_16x128x256"
     x = torch.empty(4, 4097, dtype=f32)[:, 1:]  # rows start 4 bytes past 16-byte boundaries
     assert explain_described(x, torch.empty(4096, 4096, dtype=f32).t(), **H200).kernel == "gemv_16x8"
-    assert explain_described(*linear(17, 4096, 4096, f32), **H200).kernel != "gemv_split_16x128x256"
+    for M in (17, 32):  # two blocks of rows, the second reading W's slice from L2
+        assert explain_described(*linear(M, 4096, 14336, f32), **H200).kernel == "gemv_split_16x128x256"
+    assert explain_described(*linear(33, 4096, 4096, f32), **H200).kernel.startswith("blocked_")
     for M in (1, 8):
         assert explain_described(*mm(M, 8192, 8192, f32), **H200).kernel == "gemv_split_rowb_16x1024x64"
     assert explain_described(*mm(9, 8192, 8192, f32), **H200).kernel != "gemv_split_rowb_16x1024x64"
@@ -278,6 +280,31 @@ def test_split_k_for_k_heavy():
     assert e.details["split_k"] > 1 and "split-K" in e.reason, e
     # One SM: no idle SMs to fill.
     assert explain_described(*mm(64, 65536, 64, torch.float32), sm=90, num_sms=1).details["split_k"] == 1
+
+
+@pytest.mark.parametrize("operands,M,K,N,row,split", [
+    (linear, 64, 14336, 4096, "blocked_64x128x8", True),  # fewer 64x128 tiles than SMs: K in slices
+    (mm, 16, 4096, 4096, "blocked_64x128x8", True),
+    (mm, 256, 32768, 256, "blocked_64x128x8", True),
+    (mm, 64, 65536, 64, "blocked_k16_64x64x16", True),  # N = 64: a 64x128 tile would be half padding
+    (linear, 128, 14336, 4096, "blocked_wide_128x256x8", True),
+    (mm, 1000, 1000, 1000, "blocked_64x128x8", False),  # one wave of 64x128 beats 128x256 plus a reduction
+    (mm, 4096, 4096, 4096, "blocked_wide_128x256x8", False)])
+def test_fp32_blocked_by_estimated_time_with_splits(operands, M, K, N, row, split):
+    """IEEE fp32 on the blocked row of least estimated time, each at its best split count."""
+    e = explain_described(*operands(M, K, N, torch.float32), **H200)
+    assert e.kernel == row and (e.details["split_k"] > 1) == split and "estimated time" in e.reason, e
+
+
+@pytest.mark.parametrize("M,K,N", [(256, 32768, 256), (128, 131072, 128), (64, 65536, 64)])
+def test_tf32_k_heavy(high, M, K, N):
+    """TF32 over a long K: x @ W.t() on TF32 wgmma split over K (nothing to copy); a row-major B on
+    the 128x128 mma.sync row from 128 rows and columns (wgmma would copy B transposed), else 64x64."""
+    e = explain_described(*linear(M, K, N, torch.float32), **H200)
+    assert e.kernel == "hopper_tf32_128x128x32" and e.details["split_k"] > 1, e
+    e = explain_described(*mm(M, K, N, torch.float32), **H200)
+    assert e.kernel == ("tensorcore_tf32_128x128x16" if M >= 128 else "tensorcore_tf32_64x64x16"), e
+    assert e.details["split_k"] > 1, e
 
 
 def test_fp32_ieee_blocked_and_tf32_by_consent(high):

@@ -64,7 +64,8 @@ bool reads_only_its_b(const KernelConfig& c, const GemmProblem& p) {
 // is a fixed cost (pipeline fill and drain, epilogue) plus, per element of K,
 // the slower of its operand bytes (a block's measured pace: ~100 B/ns) and its MMAs
 // (per-SM rates of the H200: wgmma 7500 flop/ns half, 3750 TF32; mma.sync
-// 4900 / 2450; fp32 FMA 500). All SMs together read each operand byte from HBM
+// 4900 / 2450; the blocked rows' fp32 FMAs their measured rate, 317 flop/ns
+// at relative rate 100: 64x64 tiles at 4096^3 in 3.280 ms). All SMs together read each operand byte from HBM
 // once (~4.8 TB/s, an H200's; the tiles that share a panel find it in L2), which
 // bounds the whole product. A split adds the reduction: a launch plus writing
 // and reading s fp32 slabs of the output at ~3 TB/s. Estimates, not
@@ -75,7 +76,11 @@ constexpr double kBlockFixedNs = 2000, kReduceLaunchNs = 3000, kSmBytesPerNs = 1
 constexpr int64_t kMaxSlabBytes = int64_t{256} << 20;  // workspace cap
 
 double mma_flop_per_ns(const KernelConfig& c, c10::ScalarType dtype) {
-  if (c.family == Family::Blocked) return 500;
+  if (c.family == Family::Blocked) {
+    for (const auto& [row, rate] : kBlockedRates)
+      if (&kConfigs[row] == &c) return 317.0 * rate / 100;
+    return 317;
+  }
   const double r = c.family == Family::Hopper ? 7500 : 4900;
   return dtype == c10::ScalarType::Float ? r / 2 : r;
 }
@@ -108,10 +113,16 @@ int64_t estimated_splits(const KernelConfig& c, const GemmProblem& p, const Devi
   return best;
 }
 
+// The most slices of K for row c on p: one k-tile each, the grid's 65535 layers, the workspace cap.
+int64_t split_cap(const KernelConfig& c, const GemmProblem& p) {
+  const int64_t kt = (p.K + c.bk - 1) / c.bk;
+  const int64_t slab = p.batch * p.M * p.N * 4;
+  return std::min<int64_t>({kt, 65535 / std::max<int64_t>(p.batch, 1), kMaxSlabBytes / std::max<int64_t>(slab, 1)});
+}
+
 // The least estimated time of row c on p, over its split counts.
 double best_est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d) {
-  const int64_t kt = (p.K + c.bk - 1) / c.bk;
-  return est_ns(c, p, d, estimated_splits(c, p, d, kt));
+  return est_ns(c, p, d, estimated_splits(c, p, d, split_cap(c, p)));
 }
 
 std::atomic<int64_t> g_split_override{0};
@@ -131,8 +142,7 @@ int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d
   if (!family_splits_k(c.family) || p.dtype == c10::ScalarType::Double) return 1;
   const bool gemv = c.family == Family::GemvSplit;  // its own count (gemv_split_count), not est_ns's
   const int64_t kt = (p.K + c.bk - 1) / c.bk;
-  const int64_t slab = p.batch * p.M * p.N * 4;
-  int64_t cap = std::min<int64_t>({kt, 65535 / std::max<int64_t>(p.batch, 1), kMaxSlabBytes / std::max<int64_t>(slab, 1)});
+  const int64_t cap = split_cap(c, p);
   int64_t best = 1;
   const int64_t forced = g_split_override.load();
   if (forced > 0) {
@@ -279,9 +289,10 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   // --- few rows with k-contiguous operands (decoding: x @ W.t()): W streamed
   // once. Half precision on the tensor cores (gemv_mma) while both operands'
   // rows are 16-byte aligned (else the launcher would copy W); IEEE fp32 on
-  // gemv_split from 2 rows (aligned rows; from 8 where N >= 2K, whose many
-  // columns keep a warp per column busy enough), else on the gemv row, a warp
-  // per output column. Under TF32 the IEEE rows stream W faster than TF32
+  // gemv_split from 2 to 32 rows (aligned rows; from 8 where N >= 2K, whose many
+  // columns keep a warp per column busy enough; above 16 rows its blocks of 16
+  // rows read the same W slice one after the other, the second from L2), else
+  // up to 16 rows on the gemv row, a warp per output column. Under TF32 the IEEE rows stream W faster than TF32
   // wgmma up to 2 rows (from 4 the two are within 5% either way). The
   // measurements in the reasons: an H100, per call under CUDA graphs, W cold in
   // L2 and x hot (as a model's activation is).
@@ -293,13 +304,15 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
                         "TB/s of W, vs 0.049 for hopper_128x128x64; 16x4096x14336 0.037 vs 0.050)");
     if (ch.cfg) return ch;
   }
-  const int64_t gemv_rows = p.allow_tf32 ? 2 : 16;
-  if (k_cont && fp32 && aligned && p.M >= (p.N >= 2 * p.K ? 8 : 2) && p.M <= gemv_rows) {
-    ch = pick(kGemvSplit, std::string(p.allow_tf32 ? "fp32 under TF32, 2" : "fp32, 2 to 16") +
+  const int64_t gemv_rows = p.allow_tf32 ? 2 : 16, split_rows = p.allow_tf32 ? 2 : 32;
+  if (k_cont && fp32 && aligned && p.M >= (p.N >= 2 * p.K ? 8 : 2) && p.M <= split_rows) {
+    ch = pick(kGemvSplit, std::string(p.allow_tf32 ? "fp32 under TF32, 2" : "fp32, 2 to 32") +
                               " rows (from 8 where N >= 2K) with k-contiguous, 16-byte aligned operands (x @ W.t()): "
                               "each x load serves 4 columns, each W load every row, K split over blocks (H100: "
                               "8x14336x4096 0.102 ms vs 0.265 for gemv_16x8 and 0.164 for cuBLAS, 8x4096x14336 0.132 "
-                              "vs 0.159 and 0.137; under TF32 2x14336x4096 0.085 vs 0.097 for hopper_tf32_128x128x32)");
+                              "vs 0.159 and 0.137, 16x14336x4096 0.112 vs 0.131 for cuBLAS, 32x4096x14336 0.207 vs "
+                              "0.308 for blocked_64x128x8 and 0.193 for cuBLAS; under TF32 2x14336x4096 0.085 vs 0.097 "
+                              "for hopper_tf32_128x128x32)");
     if (ch.cfg) return ch;
   }
   if (k_cont && fp32 && p.M <= gemv_rows) {
@@ -436,11 +449,13 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
                 "0.043; TF32 1024^3 0.027 vs 0.032)");
       if (ch.cfg) return ch;
     }
-    if (half && tiles128 * ksteps >= 4 * sms && std::min(p.M, p.N) >= 64) {
-      ch = pick(kHopper128,
+    if (tiles128 * ksteps >= 4 * sms && std::min(p.M, p.N) >= 64) {
+      ch = pick(half ? kHopper128 : kHopperTf32_128,
                 "sm_90, few 128x128 tiles over a long K (at least 4 steps of 64 an SM): wgmma + TMA, K split over the "
                 "SMs (H200, bf16 256x32768x256: 0.025 ms vs 0.049 for tensorcore_64x64x32, 128x131072x128 0.036 vs "
-                "0.058)");
+                "0.058; H100, TF32 x @ W.t() per call under CUDA graphs: 256x32768x256 0.035 vs 0.047 for "
+                "tensorcore_tf32_128x128x16, 128x131072x128 0.057 vs 0.078, 64x65536x64 0.023 vs 0.026 for "
+                "tensorcore_tf32_64x64x16)");
       if (ch.cfg) return ch;
     }
   }
@@ -450,6 +465,17 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
       ch = pick(half ? kTc256 : kTcTf32_256,
                 "tensor cores, >= half a wave of 128x256 tiles: 25% fewer L2 bytes per MMA than 128x128 and 128 "
                 "bytes of K per stage (H200: bf16 4096^3 0.387 vs 0.428 ms, TF32 0.903 vs 1.017 ms)");
+      if (ch.cfg) return ch;
+    }
+    // TF32 over a K at least 8 times M and N (K-heavy, few tiles) that the hopper rule left (its
+    // transposed copy too large): split-K fills the SMs whatever the tile, so the larger tile's fewer
+    // bytes a multiply-add win.
+    if (tf32 && std::min(p.M, p.N) >= 128 && p.K >= 8 * std::max(p.M, p.N)) {
+      ch = pick(kTcTf32_128, "TF32, K at least 8 times M and N: 128x128 tiles with K split over the SMs read half the "
+                             "bytes a multiply-add of 64x64 ones (H100, B row-major, per call under CUDA graphs: "
+                             "256x32768x256 0.045 ms vs 0.078 for tensorcore_tf32_64x64x16 and 0.059 for "
+                             "hopper_tf32_128x128x32, which copies B transposed; 128x131072x128 0.074 vs 0.099 and "
+                             "0.108)");
       if (ch.cfg) return ch;
     }
     if (4 * tiles128 >= 3 * sms) {
@@ -464,24 +490,28 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     if (ch.cfg) return ch;
   }
 
-  // --- fp32 (IEEE): the blocked row with the least estimated time. An SM gets
-  // ceil(tiles / SMs) rounds of bm x bn x K work at its row's rate; on an H200
-  // this picks the fastest row on each of 512^3 .. 4096^3 and 128x4096x4096.
+  // --- fp32 (IEEE): the blocked row with the least estimated time (est_ns at its best split count,
+  // a block's FMAs at its row's measured rate). With whole waves of tiles this is rounds of tiles x
+  // tile size / rate, which on an H200 picks the fastest row on each of 512^3 .. 4096^3 and
+  // 128x4096x4096. With fewer tiles than SMs it ranks the rows on K's slices, reduction included:
+  // 64x128 tiles in s slices do the same padded work as 64x64 tiles in 2s at 12% more a cycle (H100,
+  // per call under CUDA graphs: x @ W.t() 32x14336x4096 0.270 ms vs 0.320 for blocked_k16_64x64x16,
+  // 128x14336x4096 0.397 vs 0.507, K-heavy 256x32768x256 0.111 vs 0.137), unless padding eats it
+  // (N = 64: 64x65536x64 0.029 on 64x64 vs 0.039 on 64x128).
   if (p.dtype == c10::ScalarType::Float) {
     const KernelConfig* best = nullptr;
-    int64_t best_cost = 0, best_rounds = 0, best_rate = 0;
+    double best_ns = 0;
     for (const auto& [row, rate] : kBlockedRates) {
       const KernelConfig& c = kConfigs[row];
       if (!cannot_run(c, p, d).empty()) continue;
-      const int64_t rounds = (tiles(p, c.bm, c.bn) + sms - 1) / sms;
-      const int64_t cost = rounds * c.bm * c.bn * 1000 / rate;
-      if (best == nullptr || cost < best_cost) best = &c, best_cost = cost, best_rounds = rounds, best_rate = rate;
+      const double ns = best_est_ns(c, p, d);
+      if (best == nullptr || ns < best_ns) best = &c, best_ns = ns;
     }
     if (best != nullptr) {
       std::ostringstream why;
-      why << "fp32: the least estimated time of the blocked rows: " << best_rounds << " round(s) of " << best->bm
-          << "x" << best->bn << " tiles on " << d.num_sms << " SMs at relative rate " << best_rate
-          << " (rates measured on an H200 at 4096^3)";
+      why << "fp32: the least estimated time of the blocked rows, " << std::fixed << std::setprecision(1)
+          << best_ns / 1000 << " us on " << best->bm << "x" << best->bn
+          << " tiles (each row at its best split count and its rate measured on an H200 at 4096^3)";
       return Choice{best, why.str()};
     }
   }
