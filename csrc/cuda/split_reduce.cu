@@ -30,14 +30,33 @@ __global__ void __launch_bounds__(kReduceThreads) split_reduce_kernel(GemmArgs<T
   const int64_t slab = rows * p.N;  // elements of one split's (batch, M, N) slab
   const float* src = slabs + row * p.N + n;
   float acc[kVec] = {};
-  for (int s = 0; s < splits; ++s, src += slab) {
-    if constexpr (kVec == 4) {
-      const float4 v = *reinterpret_cast<const float4*>(src);
-      acc[0] += v.x, acc[1] += v.y, acc[2] += v.z, acc[3] += v.w;
-    } else {
-      acc[0] += *src;
+  // kBatch slabs' loads in flight before their adds, which stay in split order: with few outputs and many
+  // slices (K-heavy products: 64 x 64 outputs over 114 slices) one load at a time left each thread a chain
+  // of L2 round trips.
+  constexpr int kBatch = 8;
+  auto add = [&](int count) {
+    float v[kBatch][kVec];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      if (j < count) {
+        if constexpr (kVec == 4) {
+          const float4 q = *reinterpret_cast<const float4*>(src + j * slab);
+          v[j][0] = q.x, v[j][1] = q.y, v[j][2] = q.z, v[j][3] = q.w;
+        } else {
+          v[j][0] = src[j * slab];
+        }
+      }
     }
-  }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j)
+      if (j < count)
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) acc[e] += v[j][e];
+    src += count * slab;
+  };
+  int s = 0;
+  for (; s + kBatch <= splits; s += kBatch) add(kBatch);
+  if (s < splits) add(splits - s);
   const OutputRow<T> out = output_row(p, bz, m);
 #pragma unroll
   for (int j = 0; j < kVec; ++j)
