@@ -325,14 +325,14 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     if (ch.cfg) return ch;
   }
   // x @ B with B row-major (n-contiguous), A k-contiguous: a lane holds 4 adjacent columns of B's rows.
-  if (fp32 && p.a.k_contiguous && !p.b.k_contiguous && aligned && p.M <= (p.allow_tf32 ? 16 : 8)) {
-    ch = pick(kGemvSplitRowB, std::string(p.allow_tf32 ? "fp32 under TF32, at most 16" : "fp32, at most 8") +
+  if (fp32 && p.a.k_contiguous && !p.b.k_contiguous && aligned && p.M <= 8) {
+    ch = pick(kGemvSplitRowB, std::string(p.allow_tf32 ? "fp32 under TF32" : "fp32") + ", at most 8" +
                                   " rows, B row-major (x @ B): a warp streams 512 contiguous bytes of each row of B, "
                                   "K split over blocks (H100: 1x8192x8192 0.094 ms vs 0.296 for blocked_k16_64x64x16, "
                                   "0.092 for cuBLAS; 4x4096x4096 0.040 vs 0.078 and 0.065; under TF32 4x8192x8192 "
-                                  "0.105 vs 0.141 for tensorcore_tf32_64x64x16; H200, TF32, 16 rows: 16x14336x4096 "
-                                  "0.119 vs 0.233 for tensorcore_tf32_64x64x16, 16x4096x14336 0.119 vs 0.126 for "
-                                  "tensorcore_tf32_128x128x16)");
+                                  "0.105 vs 0.141 for tensorcore_tf32_64x64x16, 8x14336x4096 0.112 vs 0.225, "
+                                  "8x4096x14336 0.113 vs 0.124 for tensorcore_tf32_128x128x16; at 16 rows that one "
+                                  "lost, 0.137 vs 0.123)");
     if (ch.cfg) return ch;
   }
 
