@@ -293,9 +293,10 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   // columns keep a warp per column busy enough; above 16 rows its blocks of 16
   // rows read the same W slice one after the other, the second from L2), else
   // up to 16 rows on the gemv row, a warp per output column. Under TF32 the IEEE rows stream W faster than TF32
-  // wgmma up to 4 rows (2 on gemv where N >= 2K): on an H100 within 5% either way at 4 rows, on an H200
-  // 12-30% faster. The measurements in the reasons: per call under CUDA graphs, W cold in L2 and x hot (as a
-  // model's activation is).
+  // wgmma up to 4 rows where N < 2K (on an H100 within 5% either way at 4 rows, on an H200 12-30% faster), up
+  // to 2 on gemv where N >= 2K (4x4096x14336 on gemv_split: 0.102 ms against 0.095 on the TF32 tile, H100).
+  // The measurements in the reasons: per call under CUDA graphs, W cold in L2 and x hot (as a model's
+  // activation is).
   const bool k_cont = p.a.k_contiguous && p.b.k_contiguous;
   const bool fp32 = p.dtype == c10::ScalarType::Float;
   if (half && k_cont && p.M <= 16 && aligned) {
@@ -305,16 +306,17 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     if (ch.cfg) return ch;
   }
   const int64_t gemv_rows = p.allow_tf32 ? 2 : 16, split_rows = p.allow_tf32 ? 4 : 32;
-  const int64_t split_from = p.N >= 2 * p.K ? (p.allow_tf32 ? 3 : 8) : 2;
+  const int64_t split_from = p.N >= 2 * p.K ? 8 : 2;  // under TF32 (at most 4 rows): none where N >= 2K
   if (k_cont && fp32 && aligned && p.M >= split_from && p.M <= split_rows) {
-    ch = pick(kGemvSplit, std::string(p.allow_tf32 ? "fp32 under TF32, 2 to 4 rows (from 3" : "fp32, 2 to 32 rows (from 8") +
-                              " where N >= 2K) with k-contiguous, 16-byte aligned operands (x @ W.t()): "
+    ch = pick(kGemvSplit, std::string(p.allow_tf32 ? "fp32 under TF32, 2 to 4 rows (N < 2K)"
+                                                   : "fp32, 2 to 32 rows (from 8 where N >= 2K)") +
+                              " with k-contiguous, 16-byte aligned operands (x @ W.t()): "
                               "each x load serves 4 columns, each W load every row, K split over blocks (H100: "
                               "8x14336x4096 0.102 ms vs 0.265 for gemv_16x8 and 0.164 for cuBLAS, 8x4096x14336 0.132 "
                               "vs 0.159 and 0.137, 16x14336x4096 0.112 vs 0.131 for cuBLAS, 32x4096x14336 0.207 vs "
                               "0.308 for blocked_64x128x8 and 0.193 for cuBLAS; under TF32 2x14336x4096 0.085 vs 0.097 "
-                              "for hopper_tf32_128x128x32, H200: 4x14336x4096 0.071 vs 0.101, 4x4096x14336 0.089 vs "
-                              "0.104)");
+                              "for hopper_tf32_128x128x32, 4x14336x4096 0.089 vs 0.105; H200: 4x14336x4096 0.071 vs "
+                              "0.101)");
     if (ch.cfg) return ch;
   }
   if (k_cont && fp32 && p.M <= gemv_rows) {
