@@ -27,7 +27,8 @@ void launch_gemv(const KernelConfig& row, const GemmProblem& p) {
     const bool vec = along_k(p.a, p.M) && along_k(p.b, p.N);
     // Fewer columns than a block's warps, in a batch: a flat grid of (matrix, column) pairs (gemv.cuh).
     dim3 grid = grid_for(p, c.bm, c.bn);
-    if (p.N < c.warps_n && p.batch > 1) grid = dim3(grid.x, static_cast<unsigned>((p.batch * p.N + c.warps_n - 1) / c.warps_n), 1);
+    if (p.N < c.warps_n && p.batch > 1)
+      grid = dim3(grid.x, static_cast<unsigned>((p.batch * p.N + c.warps_n - 1) / c.warps_n), 1);
     TILELAB_DISPATCH_FLOATS(p.dtype, "tilelab_gemv", [&] {
       const auto args = device_args<scalar_t>(p);
       if (vec)
