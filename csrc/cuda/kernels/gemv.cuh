@@ -97,7 +97,6 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemmArgs<T> p) {
   } else {
     k = lane;
   }
-#pragma unroll 4
   for (; k < p.K; k += 32) {
     const Acc bk = static_cast<Acc>(b[static_cast<int64_t>(k) * p.sb_k]);
 #pragma unroll
