@@ -108,6 +108,22 @@ __device__ __forceinline__ void madd_rows(float (&acc)[kRows][kCols], int rows, 
   }
 }
 
+// Stores the sums of the block's first `rows` rows (from row m0) in columns n0.., those inside N for which
+// mine(r, c) holds (the lane that stores them).
+template <int kRows, int kCols, typename T, typename Mine>
+__device__ __forceinline__ void store_rows(const GemmArgs<T>& p, const WorkTile& w, int m0, int rows, int n0,
+                                           const float (&acc)[kRows][kCols], Mine mine) {
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    if (r < rows) {
+      const auto out = output_row(p, w.batch, m0 + r, w.split);
+#pragma unroll
+      for (int c = 0; c < kCols; ++c)
+        if (mine(r, c) && n0 + c < p.N) out.store(n0 + c, acc[r][c]);
+    }
+  }
+}
+
 }  // namespace gemv_split
 
 template <typename T, int kRows, int kWarps, int kBk, bool kNMajor, bool kRepeat>
@@ -166,15 +182,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_split_kernel(GemmArgs<T> 
       for (int c = 0; c < kCols; ++c)
 #pragma unroll
         for (int off = 1; off < kLanesK; off *= 2) acc[r][c] += __shfl_xor_sync(0xffffffffu, acc[r][c], off);
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      if (r < rows) {
-        const auto out = output_row(p, w.batch, m0 + r, w.split);
-#pragma unroll
-        for (int c = 0; c < kCols; ++c)
-          if ((r * kCols + c) % kLanesK == kl && n0 + c < p.N) out.store(n0 + c, acc[r][c]);
-      }
-    }
+    gemv_split::store_rows(p, w, m0, rows, n0, acc, [&](int r, int c) { return (r * kCols + c) % kLanesK == kl; });
   } else {
     constexpr int kXv = kCols;  // x's values per load (16 bytes fp32, 8 half)
     constexpr int kUnroll = 2;
@@ -209,15 +217,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_split_kernel(GemmArgs<T> 
       load_b(k, bk);
       gemv_split::madd_rows<1, 1, kRepeat>(acc, rows, a, p.sa_m, k, 0, [&](int, int, int c) { return bk[c]; });
     }
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      if (r < rows) {
-        const auto out = output_row(p, w.batch, m0 + r, w.split);
-#pragma unroll
-        for (int c = 0; c < kCols; ++c)
-          if (n0 + c < p.N) out.store(n0 + c, acc[r][c]);
-      }
-    }
+    gemv_split::store_rows(p, w, m0, rows, n0, acc, [](int, int) { return true; });
   }
 }
 
