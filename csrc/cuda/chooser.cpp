@@ -65,12 +65,12 @@ bool reads_only_its_b(const KernelConfig& c, const GemmProblem& p) {
 // the slower of its operand bytes (a block's measured pace: ~100 B/ns) and its MMAs
 // (per-SM rates of the H200: wgmma 7500 flop/ns half, 3750 TF32; mma.sync
 // 4900 / 2450; the blocked rows' fp32 FMAs their measured rate, 317 flop/ns
-// at relative rate 100: 64x64 tiles at 4096^3 in 3.280 ms). All SMs together read each operand byte from HBM
-// once (~4.8 TB/s, an H200's; the tiles that share a panel find it in L2), which
-// bounds the whole product. A split adds the reduction: a launch plus writing
-// and reading s fp32 slabs of the output at ~3 TB/s. Estimates, not
-// measurements: they only have to rank 1 against s slices where one wave leaves
-// SMs idle.
+// at relative rate 100: 64x64 tiles at 4096^3 in 3.280 ms). All SMs together
+// read each operand byte from HBM once (~4.8 TB/s, an H200's; the tiles that
+// share a panel find it in L2), which bounds the whole product. A split adds
+// the reduction: a launch plus writing and reading s fp32 slabs of the output
+// at ~3 TB/s. Estimates, not measurements: they only have to rank 1 against s
+// slices where one wave leaves SMs idle (and, for fp32, the blocked rows).
 constexpr double kBlockFixedNs = 2000, kReduceLaunchNs = 3000, kSmBytesPerNs = 100, kHbmBytesPerNs = 4800,
                  kReduceBytesPerNs = 3000;
 constexpr int64_t kMaxSlabBytes = int64_t{256} << 20;  // workspace cap
@@ -163,8 +163,8 @@ int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d
     os << best * tiles(p, c.bm, c.bn) << " blocks, " << kGemvSplitBlocksPerSm
        << " an SM: their loads in flight stream B at memory speed";
   else
-    os << "estimated " << static_cast<int64_t>(est_ns(c, p, d, best) / 1000) << " us vs " << static_cast<int64_t>(est_ns(c, p, d, 1) / 1000)
-       << " us unsplit: fewer tiles than SMs";
+    os << "estimated " << static_cast<int64_t>(est_ns(c, p, d, best) / 1000) << " us vs "
+       << static_cast<int64_t>(est_ns(c, p, d, 1) / 1000) << " us unsplit: fewer tiles than SMs";
   os << ")";
   why = os.str();
   return static_cast<int>(best);
