@@ -185,10 +185,11 @@ def test_weight_gradient_keeps_split_128x128():
 @pytest.mark.parametrize("M,K,N", [(32, 4096, 4096), (64, 4096, 14336), (64, 14336, 4096), (48, 4096, 4000)])
 def test_m64_for_17_to_64_rows(operands, M, K, N):
     """Decoding 17 to 64 rows: 64x64 tiles, one tile high, up to two waves of them; beyond that (an lm_head) or
-    at 16 rows and fewer (gemv_mma, the tile rows), another row."""
-    assert explain_described(*operands(M, K, N), **H200).kernel == "hopper_m64_64x64x64"
+    at 16 rows and fewer (gemv_mma, the tile rows; x @ B: test_decode_with_a_row_major_b), another rule."""
+    e = explain_described(*operands(M, K, N), **H200)
+    assert e.kernel == "hopper_m64_64x64x64" and "17 to 64 rows" in e.reason, e
     assert explain_described(*operands(M, K, 50304), **H200).kernel != "hopper_m64_64x64x64"
-    assert explain_described(*operands(16, K, N), **H200).kernel != "hopper_m64_64x64x64"
+    assert "17 to 64 rows" not in explain_described(*operands(16, K, N), **H200).reason
     assert explain_described(*operands(M, K, N), **A100).kernel != "hopper_m64_64x64x64"
 
 
@@ -214,13 +215,29 @@ def test_decode_goes_to_gemv():
         assert explain_described(*linear(M, 4096, 4096, torch.float16), **H200).kernel.startswith("gemv_mma_")
     assert explain_described(*linear(16, 4096, 4096, torch.float32), **H200).kernel == "gemv_split_16x128x256"
     assert explain_described(*linear(17, 4096, 4096), **H200).kernel.startswith("hopper_")
-    assert explain_described(*mm(4, 4096, 4096), **H200).kernel.startswith("hopper_")  # W (K, N): n-contiguous
+    assert explain_described(*mm(4, 4096, 4096), **H200).kernel == "gemv_mma_rowb_16x32x64"  # W (K, N)
     x = torch.empty(4, 4097, dtype=BF16)[:, 1:]  # rows start 2 bytes past 16-byte boundaries
     assert explain_described(x, torch.empty(4096, 4096, dtype=BF16).t(), **H200).kernel.startswith("hopper_")
     # gemv_mma's ring is sized for sm_90's 227 KB of shared memory a block: compute capability 8.0 has 163 KB.
     assert explain_described(*linear(4, 4096, 4096), **A100).kernel.startswith("tensorcore_")
     with pytest.raises(RuntimeError, match="compute capability 9.0"):
         explain_described(*linear(4, 4096, 4096), variant="gemv_mma", **A100)
+
+
+@pytest.mark.parametrize("dtype", [BF16, torch.float16], ids=str)
+def test_decode_with_a_row_major_b(dtype):
+    """x @ B with B (K, N) row-major (transformers' Conv1D) and up to 16 rows in half precision:
+    gemv_mma_rowb where its 32-column tiles are one wave of 3/4 to all of the SMs, else the 64x64
+    wgmma row split over K where N >= 2048, else the rules for the tile rows."""
+    for M, K, N in ((1, 4096, 4096), (16, 4096, 4096), (3, 14336, 4096), (1, 4096, 3200)):
+        e = explain_described(*mm(M, K, N, dtype), **H200)
+        assert e.kernel == "gemv_mma_rowb_16x32x64" and "one wave of 32-column tiles" in e.reason, (M, K, N, e)
+    for M, K, N in ((1, 8192, 8192), (16, 4096, 14336), (1, 768, 2304), (1, 4096, 3000)):
+        e = explain_described(*mm(M, K, N, dtype), **H200)
+        assert e.kernel == "hopper_m64_64x64x64" and "N >= 2048" in e.reason, (M, K, N, e)
+    assert explain_described(*mm(1, 3072, 768, dtype), **H200).kernel.startswith("tensorcore_")
+    assert explain_described(*mm(17, 4096, 4096, dtype), **H200).kernel.startswith("hopper_")
+    assert explain_described(*mm(4, 4096, 4096, dtype), **A100).kernel.startswith("tensorcore_")  # 163 KB
 
 
 def test_fp32_few_rows():

@@ -1,8 +1,9 @@
-"""gemv_mma, the decode family (x @ W.t() with few rows on the tensor cores): what the
-table-wide tests (test_correctness, test_linear, test_fuzz) do not reach -- the K tail
-inside a 16-byte piece, rows above 8 (the second MMA column block) and above 16, blocks
-that run several tiles (persistent), a batch with a broadcast W, the copied layouts,
-and bitwise determinism."""
+"""gemv_mma, the decode family (x @ W.t(), and x @ B with B row-major on the gemv_mma_rowb
+row, with few rows on the tensor cores): what the table-wide tests (test_correctness,
+test_linear, test_fuzz) do not reach -- the K tail inside a 16-byte piece, N not a multiple
+of a row-major B's 4-column runs, rows above 8 (the second MMA column block) and above 16,
+blocks that run several tiles (persistent), a batch with a broadcast W, the copied
+layouts, and bitwise determinism."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -26,36 +27,54 @@ def _linear_operands(M, K, N, dtype, k_pad=0):
     return x, w
 
 
+def _row_major_b(K, N, dtype):
+    """B (K, N) n-contiguous, a column slice of rows padded to 8 elements (16-byte aligned row
+    starts, read in place by gemv_mma_rowb; N not a multiple of 4: a partial last run)."""
+    return torch.randn(K, (N + 7) // 8 * 8, device="cuda", dtype=dtype)[:, :N]
+
+
+def _native_b(row, K, N, dtype):
+    """B in the layout `row` reads in place: W.t() (gemv_mma) or row-major (gemv_mma_rowb)."""
+    if row.startswith("gemv_mma_rowb"):
+        return _row_major_b(K, N, dtype)
+    return torch.randn(N, K, device="cuda", dtype=dtype).t()
+
+
 @pytest.mark.parametrize("row", ROWS)
 @pytest.mark.parametrize("dtype", HALF, ids=str)
 @pytest.mark.parametrize("M", [1, 3, 8, 9, 16, 17, 40])
 @pytest.mark.parametrize("K,N,k_pad", [(5, 7, 3), (31, 33, 1), (32, 32, 0), (1000, 300, 8), (4099, 129, 5)])
-def test_shapes(row, dtype, M, K, N, k_pad):
+@pytest.mark.parametrize("layout", ["x @ W.t()", "x @ B"])
+def test_shapes(row, dtype, M, K, N, k_pad, layout):
+    """Both B layouts on every row: the one it reads in place and the one its launcher copies."""
     seed = fresh_seed()
     x, w = _linear_operands(M, K, N, dtype, k_pad)
+    b = w.t() if layout == "x @ W.t()" else _row_major_b(K, N, dtype)
     poison = Poisoned(M * N, dtype, "cuda")
-    out = tilelab_torch.tiled_mm(x, w.t(), variant=row)
+    out = tilelab_torch.tiled_mm(x, b, variant=row)
     assert poison.reused(out)
     assert not torch.isnan(out).any(), f"unwritten output, seed={seed}"
-    err = rel_err(out, x, w.t())
-    assert err <= TOL[dtype], f"{row} {M}x{K}x{N}: {err:.3g}, seed={seed}"
+    err = rel_err(out, x, b)
+    assert err <= TOL[dtype], f"{row} {layout} {M}x{K}x{N}: {err:.3g}, seed={seed}"
 
 
 @pytest.mark.parametrize("row", ROWS)
 def test_blocks_with_several_tiles(row):
     """More tiles than resident blocks: every block runs several, its ring running on across them."""
-    x, w = _linear_operands(5, 264, 20000, torch.bfloat16)
-    out = tilelab_torch.tiled_mm(x, w.t(), variant=row)
-    assert rel_err(out, x, w.t()) <= TOL[torch.bfloat16]
+    x = torch.randn(5, 264, device="cuda", dtype=torch.bfloat16)
+    b = _native_b(row, 264, 20000, torch.bfloat16)
+    out = tilelab_torch.tiled_mm(x, b, variant=row)
+    assert rel_err(out, x, b) <= TOL[torch.bfloat16]
 
 
 @pytest.mark.parametrize("row", ROWS)
 def test_deterministic(row):
     """The warps' sums are added in a fixed order: the same inputs give bitwise the same output."""
-    x, w = _linear_operands(12, 8192, 4096, torch.bfloat16)
-    first = tilelab_torch.tiled_mm(x, w.t(), variant=row)
+    x = torch.randn(12, 8192, device="cuda", dtype=torch.bfloat16)
+    b = _native_b(row, 8192, 4096, torch.bfloat16)
+    first = tilelab_torch.tiled_mm(x, b, variant=row)
     for _ in range(3):
-        assert torch.equal(tilelab_torch.tiled_mm(x, w.t(), variant=row), first)
+        assert torch.equal(tilelab_torch.tiled_mm(x, b, variant=row), first)
 
 
 @pytest.mark.parametrize("row", ROWS)
@@ -74,9 +93,9 @@ def test_other_layouts_are_copied(row, la, lb):
 @pytest.mark.parametrize("row", ROWS)
 def test_batch_with_a_broadcast_weight(row):
     x = torch.randn(3, 4, 520, device="cuda", dtype=torch.bfloat16)
-    w = torch.randn(96, 520, device="cuda", dtype=torch.bfloat16)
-    out = tilelab_torch.tiled_bmm(x, w.t().expand(3, -1, -1), variant=row)
-    assert rel_err(out, x, w.t()) <= TOL[torch.bfloat16]
+    b = _native_b(row, 520, 96, torch.bfloat16)
+    out = tilelab_torch.tiled_bmm(x, b.expand(3, -1, -1), variant=row)
+    assert rel_err(out, x, b) <= TOL[torch.bfloat16]
 
 
 @pytest.mark.parametrize("row", ROWS)
@@ -88,6 +107,12 @@ def test_bias_once_and_activation(row):
     out = tilelab_torch.tiled_linear(x, w, b, activation="relu", variant=row)
     ref = F.relu(F.linear(x.double(), w.double(), b.double()))
     scale = (x.double().abs() @ w.double().abs().t()).max() + 100
+    assert float((out.double() - ref).abs().max() / scale) <= TOL[torch.bfloat16]
+    # Conv1D's form, x @ B + b with B (K, N) row-major: the bias once per output here too.
+    bk = _row_major_b(1000, 333, torch.bfloat16)
+    out = tilelab_torch.tiled_addmm(b, x[0], bk, variant=row)
+    ref = torch.addmm(b.double(), x[0].double(), bk.double())
+    scale = (x[0].double().abs() @ bk.double().abs()).max() + 100
     assert float((out.double() - ref).abs().max() / scale) <= TOL[torch.bfloat16]
 
 

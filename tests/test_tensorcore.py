@@ -80,10 +80,12 @@ def test_high_precision_uses_tf32(high):
 
 @pytest.mark.parametrize("dtype", HALF, ids=["bf16", "fp16"])
 def test_auto_picks_tensor_cores_for_half(dtype):
-    """Half precision lands on tensor cores: mma.sync, or wgmma (the hopper family) where it runs;
-    a tiny product whose rows are not 16-byte aligned (K = 5) takes the one-launch gemv row."""
+    """Half precision lands on tensor cores: mma.sync, or wgmma (the hopper family) where it runs, or
+    for 8 rows against a row-major B the decode row (gemv_mma_rowb, mma.sync) where it runs; a tiny
+    product whose rows are not 16-byte aligned (K = 5) takes the one-launch gemv row."""
     family = {k.name: k.family for k in tilelab_torch.kernels("cuda")}
-    for M, N, K, families in [(4095, 4095, 4095, ("tensorcore", "hopper")), (8, 4096, 4096, ("tensorcore", "hopper")),
+    for M, N, K, families in [(4095, 4095, 4095, ("tensorcore", "hopper")),
+                              (8, 4096, 4096, ("tensorcore", "hopper", "gemv_mma")),
                               (17, 9, 5, ("gemv",))]:
         a = torch.randn(M, K, device="cuda", dtype=dtype)
         b = torch.randn(K, N, device="cuda", dtype=dtype)

@@ -34,6 +34,7 @@ constexpr int kTc256 = row_index("tensorcore_128x256x64"), kTc128 = row_index("t
 constexpr int kTcTf32_256 = row_index("tensorcore_tf32_128x256x32"),
               kTcTf32_128 = row_index("tensorcore_tf32_128x128x16"), kTcTf32_64 = row_index("tensorcore_tf32_64x64x16");
 constexpr int kGemv = row_index("gemv_16x8"), kGemvMma = row_index("gemv_mma_16x32x64"),
+              kGemvMmaRowB = row_index("gemv_mma_rowb_16x32x64"),
               kGemvSplit = row_index("gemv_split_16x128x256"), kGemvSplitRowB = row_index("gemv_split_rowb_16x1024x64"),
               kNaive16 = row_index("naive_16x16");
 constexpr int kTiled32 = row_index("tiled_32x32x32"), kTiled16 = row_index("tiled_16x16x16"),
@@ -336,6 +337,29 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
                                   "8x4096x14336 0.113 vs 0.124 for tensorcore_tf32_128x128x16; at 16 rows that one "
                                   "lost, 0.137 vs 0.123)");
     if (ch.cfg) return ch;
+  }
+
+  // x @ B with B row-major in half precision, at most 16 rows (decoding through transformers' Conv1D): where
+  // gemv_mma_rowb's 32-column tiles make one wave of 3/4 to all of the SMs, each block streams one tile's whole
+  // K; otherwise (more tiles: whole tiles a block leave a quarter of the SMs idle; fewer: K is not split) the
+  // 64x64 wgmma row split over K where N >= 2048 (the 128x128 row's 128-row tile is mostly empty rows).
+  if (half && p.a.k_contiguous && !p.b.k_contiguous && aligned && p.M <= 16) {
+    const int64_t t32 = tiles(p, 16, 32);
+    if (4 * t32 >= 3 * sms && t32 <= sms) {
+      ch = pick(kGemvMmaRowB, "half precision, at most 16 rows, B row-major (x @ B), one wave of 32-column tiles: "
+                              "swap-AB mma.sync streams B once (H100, bf16, per call under CUDA graphs, B cold in "
+                              "L2: 1x4096x4096 0.0151 ms vs 0.0182 for hopper_128x128x64 and 0.0141 for cuBLAS, "
+                              "16x4096x4096 0.0153 vs 0.0185 and 0.0163, 1x14336x4096 0.0446 vs 0.0475 and 0.0431)");
+      if (ch.cfg) return ch;
+    }
+    if (p.N >= 2048) {
+      ch = pick(kHopperM64, "sm_90, half precision, at most 16 rows, B row-major (x @ B), N >= 2048: 64x64 tiles "
+                            "split over K (H100, bf16, per call under CUDA graphs, B cold in L2: 1x8192x8192 0.049 "
+                            "ms vs 0.056 for hopper_128x128x64 and 0.054 for gemv_mma_rowb_16x32x64, 4x4096x14336 "
+                            "0.046 vs 0.047 and 0.051, 1x768x2304 0.0045 vs 0.0068 and 0.0047; cuBLAS 0.047, 0.046, "
+                            "0.0037)");
+      if (ch.cfg) return ch;
+    }
   }
 
   // --- half precision, and fp32 under TF32: tensor cores. wgmma + TMA first

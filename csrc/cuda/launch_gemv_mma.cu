@@ -1,11 +1,11 @@
 // The gemv_mma family (mma.sync, sm_80+ instructions; its rows sized for sm_90's shared memory): each
 // table row x {bf16, fp16} x {up to 8 rows, more}.
 //
-// The kernel reads both operands k-contiguous with 16-byte aligned rows: an
-// operand that is not (a column-major x, a W stored (K, N) like transformers'
-// Conv1D, a misaligned view, an odd leading dimension) is first copied
-// (aligned_copy.h) -- correct, but the copy of W costs more than the product,
-// so the chooser gives this family k-contiguous operands only.
+// The kernel reads x k-contiguous and B in its row's layout (gemv_mma: k-contiguous, x @ W.t(); gemv_mma_rowb:
+// n-contiguous, a W stored (K, N) like transformers' Conv1D), both with 16-byte aligned rows: an operand that
+// is not (a column-major x, B in the other layout, a misaligned view, an odd leading dimension) is first copied
+// (aligned_copy.h) -- correct, but the copy of W costs more than the product, so the chooser gives each row
+// only the layout it reads in place.
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -23,9 +23,9 @@ namespace {
 // One kernel on p: persistent, every block resident, each with the same number of tiles (the last with
 // the rest). The shared-memory opt-in and the blocks an SM holds: once per device (launch.h,
 // once_per_device).
-template <typename T, int kWarps, int kU, int kStages, int kR, bool kTwo>
+template <typename T, int kWarps, int kU, int kStages, int kR, bool kTwo, bool kNMajor>
 void launch_kernel(const GemmProblem& p, int64_t tiles, cudaStream_t stream) {
-  constexpr auto kernel = gemv_mma_kernel<T, kWarps, kU, kStages, kR, kTwo>;
+  constexpr auto kernel = gemv_mma_kernel<T, kWarps, kU, kStages, kR, kTwo, kNMajor>;
   constexpr int smem = gemv_mma::smem_bytes<kWarps, kU, kStages, kR, kTwo>();
   allow_smem<kernel>(smem);
   const int per_sm = once_per_device<kernel, DeviceFact::kBlocksPerSm>([&] {
@@ -71,20 +71,22 @@ void launch_gemv_mma(const KernelConfig& row, const GemmProblem& p0) {
     static_assert(c.dtypes == (kF16 | kBF16) && c.min_sm >= 80, "gemv_mma: mma.sync bf16/fp16 needs sm_80");
     constexpr int kWarps = c.threads / 32, kU = c.bk / 32, kR = c.bn / 16;
     constexpr int kStagesTwo = gemv_mma::stages_two<c.stages, kR>();  // more than 8 rows
+    constexpr bool kNMajor = same_name(c.variant, "gemv_mma_rowb");  // B n-contiguous (x @ B, B row-major)
+    static_assert(kNMajor || same_name(c.variant, "gemv_mma"), "gemv_mma: a row reads B k- or n-contiguous");
     static_assert(row_smem<decltype(r)::value>() <= kSm90SmemBytes, "gemv_mma: the ring and the sums fit sm_90's 227 KB");
     static_assert(c.min_sm >= 90 || row_smem<decltype(r)::value>() <= kSm80SmemBytes,
                   "gemv_mma: a ring above sm_80's 163 KB a block needs min_sm 90");
     GemmProblem p = p0;
     if (!p.a.k_contiguous) flip_contiguity(p, p.a, true);
-    if (!p.b.k_contiguous) flip_contiguity(p, p.b, false);
+    if (p.b.k_contiguous == kNMajor) flip_contiguity(p, p.b, false);
     align_operand_rows(p);
     const int64_t tiles = (p.M + c.bm - 1) / c.bm * ((p.N + c.bn - 1) / c.bn) * p.batch;
     auto with_rows = [&](auto tag) {
       using T = decltype(tag);
       if (p.M > 8)
-        launch_kernel<T, kWarps, kU, kStagesTwo, kR, true>(p, tiles, stream);
+        launch_kernel<T, kWarps, kU, kStagesTwo, kR, true, kNMajor>(p, tiles, stream);
       else
-        launch_kernel<T, kWarps, kU, c.stages, kR, false>(p, tiles, stream);
+        launch_kernel<T, kWarps, kU, c.stages, kR, false, kNMajor>(p, tiles, stream);
     };
     if (p.dtype == at::kHalf)
       with_rows(c10::Half{});

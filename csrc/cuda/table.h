@@ -96,7 +96,9 @@ inline constexpr KernelConfig kConfigs[] = {
   // in the same bytes above 8 rows). On an H200 a 16-row tile, 1 to 3 K chunks a round and 4 to 16 stages all stream
   // 117 MB of W at 3.3-3.6 TB/s; 32 rows halve x's L2 reads at 16 rows (16x4096x14336: 0.037 ms vs 0.045).
   // Compute capability 9.0: the ring is sized for its 227 KB of shared memory a block (213 KB above 8 rows).
+  // gemv_mma_rowb reads an n-contiguous B (x @ B, B row-major: transformers' Conv1D) in 8-byte runs of 4 columns.
   {"gemv_mma_16x32x64",          "gemv_mma",        Family::GemvMma,    32,  16,  32,  64,  1, 1,  256, 4, 0, kF16 | kBF16, 90, false, "mma.sync m16n8k16 swap-AB (W rows on M, x rows on N), persistent: 16-byte pieces straight into fragments, 8 warps split K, 4-stage per-lane cp.async ring"},
+  {"gemv_mma_rowb_16x32x64",     "gemv_mma_rowb",   Family::GemvMma,    32,  16,  32,  64,  1, 1,  256, 4, 0, kF16 | kBF16, 90, false, "gemv_mma for x @ B with B row-major: 8-byte runs of 4 columns x 8 rows of B a lane, paired into fragments by byte permutes"},
   // gemv_split: few rows against a large B streamed once, K split over blocks when the columns leave SMs idle
   // (split_reduce.cu adds the slices in a fixed order); bk is the split granularity. Each reads B in one layout:
   // 16 columns a warp of a k-contiguous B (x @ W.t()), 128 of an n-contiguous one (x @ B, B row-major).

@@ -18,7 +18,10 @@ namespace async_copy {
 __device__ __forceinline__ void cp16_u32(uint32_t dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
-// 4 bytes (only .ca exists below 16 bytes).
+// 8 and 4 bytes (only .ca exists below 16 bytes).
+__device__ __forceinline__ void cp8_u32(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
 __device__ __forceinline__ void cp4_u32(uint32_t dst, const void* src, int src_bytes) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }

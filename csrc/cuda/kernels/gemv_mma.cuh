@@ -39,9 +39,22 @@
 // kTwo: more than 8 rows in the product, a second MMA column block (x's rows
 // m0 + 8 ..) and one more piece per chunk.
 //
-// Both operands k-contiguous with 16-byte aligned rows (the launcher copies an
-// operand that is not); a K that is not a multiple of 8 ends in one partial
-// 16-byte piece per row, which cp.async zero-fills past the row's end.
+// kNMajor: x @ B with B (K x N) row-major, n-contiguous (transformers' Conv1D
+// stores its weight so). A 16-byte run of a B row holds 8 columns at one k,
+// while an MMA register wants two k of one column, so the pieces are taken
+// apart in registers instead: lane (g, t) copies 8 bytes (4 columns
+// n0 + 4g .. n0 + 4g + 3) of each of B's rows k0 + 8t .. k0 + 8t + 7, two rows
+// to a 16-byte slot of the same ring, and a byte permute (prmt) pairs rows
+// k, k + 1 of one column into a register. Each of those columns is one MMA
+// row: 16 W-row group r's rows g, g + 8 are columns n0 + 4g + 2r and + 1, so
+// a tile is still 16 kR columns (the 8 lanes of a t read 64 contiguous bytes
+// of a row), and x's pieces and K's relabeling are as above.
+//
+// Both operands with 16-byte aligned rows, x k-contiguous and B in the row's
+// layout (the launcher copies an operand that is not); a K that is not a
+// multiple of 8 ends in one partial 16-byte piece per row of x (and W), which
+// cp.async zero-fills past the row's end; an n-contiguous B's rows past K and
+// columns past N are zero-filled the same way.
 #include <cstdint>
 #include <type_traits>
 
@@ -81,10 +94,11 @@ constexpr int smem_bytes() {
 
 }  // namespace gemv_mma
 
-template <typename T, int kWarps, int kU, int kStages, int kR, bool kTwo>
+template <typename T, int kWarps, int kU, int kStages, int kR, bool kTwo, bool kNMajor>
 __global__ void __launch_bounds__(kWarps * 32) gemv_mma_kernel(GemmArgs<T> p, int64_t per) {
   static_assert(std::is_same_v<T, c10::BFloat16> || std::is_same_v<T, c10::Half>, "gemv_mma: bf16 or fp16");
   static_assert(kStages >= 2, "a ring of at least two stages");
+  static_assert(!kNMajor || kR == 2, "gemv_mma: an n-contiguous B's 8-byte pieces are 4 columns, 2 per W-row group");
   constexpr int kChunk = 32;  // K elements of one 16-byte piece per lane of a quad
   constexpr int kW = 2 * kR;  // W pieces per chunk
   constexpr int kPieces = gemv_mma::pieces<kR, kTwo>();
@@ -112,15 +126,22 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_mma_kernel(GemmArgs<T> p, in
   // elements it may read (0: a row past M or N).
   const T* src[kPieces];
   int len[kPieces];
+  // (kNMajor: src[0] is column n0 + 4g of B's first row, len[0] the bytes of those 4 columns inside N.)
   auto set_tile = [&](int64_t id) {
     int bz, n0, m0;
     locate(id, bz, n0, m0);
     const int rows = min(16, p.M - m0);
+    if constexpr (kNMajor) {
+      const int n = n0 + 4 * g;
+      len[0] = min(max(p.N - n, 0), 4) * static_cast<int>(sizeof(T));
+      src[0] = p.b + bz * p.sb_b + (len[0] > 0 ? n : 0);
+    } else {
 #pragma unroll
-    for (int q = 0; q < kW; ++q) {
-      const int n = n0 + 16 * (q / 2) + 8 * (q % 2) + g;
-      len[q] = n < p.N ? K : 0;
-      src[q] = p.b + bz * p.sb_b + static_cast<int64_t>(len[q] > 0 ? n : 0) * p.sb_n + 8 * t;
+      for (int q = 0; q < kW; ++q) {
+        const int n = n0 + 16 * (q / 2) + 8 * (q % 2) + g;
+        len[q] = n < p.N ? K : 0;
+        src[q] = p.b + bz * p.sb_b + static_cast<int64_t>(len[q] > 0 ? n : 0) * p.sb_n + 8 * t;
+      }
     }
 #pragma unroll
     for (int q = kW; q < kPieces; ++q) {
@@ -143,8 +164,19 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_mma_kernel(GemmArgs<T> p, in
 #pragma unroll
       for (int u = 0; u < kU; ++u) {
         const int k = (warp * kU + issue_r * stride + u) * kChunk;  // this lane's piece starts at k + 8t
+        if constexpr (kNMajor) {  // B's rows k + 8t + 2q and + 1 into the two halves of slot q
 #pragma unroll
-        for (int q = 0; q < kPieces; ++q) {
+          for (int q = 0; q < kW; ++q)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int kr = k + 8 * t + 2 * q + h;
+              const int bytes = kr < K ? len[0] : 0;
+              async_copy::cp8_u32(slot(s, u, q) + 8 * h, bytes > 0 ? static_cast<const void*>(src[0] + kr * p.sb_k)
+                                                                   : src[0], bytes);
+            }
+        }
+#pragma unroll
+        for (int q = kNMajor ? kW : 0; q < kPieces; ++q) {
           const int valid = min(max(len[q] - k - 8 * t, 0), 8);
           async_copy::cp16_u32(slot(s, u, q), valid > 0 ? static_cast<const void*>(src[q] + k) : src[q],
                                valid * static_cast<int>(sizeof(T)));
@@ -185,9 +217,25 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_mma_kernel(GemmArgs<T> p, in
     for (int u = 0; u < kU; ++u) {
 #pragma unroll
       for (int r = 0; r < kR; ++r) {
-        const uint4 &w0 = v[u][2 * r], &w1 = v[u][2 * r + 1];
-        const uint32_t lo[4] = {w0.x, w1.x, w0.y, w1.y};  // elements 0-3 of the group's rows g, g + 8
-        const uint32_t hi[4] = {w0.z, w1.z, w0.w, w1.w};  // elements 4-7
+        uint32_t lo[4], hi[4];
+        if constexpr (kNMajor) {
+          // Slot q: rows 2q (words x, y) and 2q + 1 (z, w) of the lane's 4 columns, word r = columns 2r, 2r + 1.
+          // lo takes rows 0-3, hi rows 4-7: a register pairs rows j, j + 1 of column 2r (prmt 0x5410, the low
+          // halves) or 2r + 1 (0x7632, the high halves).
+          auto regs = [&](uint32_t (&a)[4], const uint4& s01, const uint4& s23) {
+            const uint32_t r0 = r == 0 ? s01.x : s01.y, r1 = r == 0 ? s01.z : s01.w;
+            const uint32_t r2 = r == 0 ? s23.x : s23.y, r3 = r == 0 ? s23.z : s23.w;
+            a[0] = __byte_perm(r0, r1, 0x5410), a[1] = __byte_perm(r0, r1, 0x7632);
+            a[2] = __byte_perm(r2, r3, 0x5410), a[3] = __byte_perm(r2, r3, 0x7632);
+          };
+          regs(lo, v[u][0], v[u][1]);
+          regs(hi, v[u][2], v[u][3]);
+        } else {
+          const uint4 &w0 = v[u][2 * r], &w1 = v[u][2 * r + 1];
+          // elements 0-3 of the group's rows g, g + 8 (lo) and 4-7 (hi)
+          lo[0] = w0.x, lo[1] = w1.x, lo[2] = w0.y, lo[3] = w1.y;
+          hi[0] = w0.z, hi[1] = w1.z, hi[2] = w0.w, hi[3] = w1.w;
+        }
         mma16816<T>(d[r][0], lo, v[u][kW].x, v[u][kW].y);
         mma16816<T>(d[r][0], hi, v[u][kW].z, v[u][kW].w);
         if constexpr (kTwo) {
@@ -214,8 +262,10 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_mma_kernel(GemmArgs<T> p, in
     __syncthreads();
     for (int i = threadIdx.x; i < kR * (kTwo ? 2 : 1) * 4 * 32; i += kWarps * 32) {
       const int l = i % 32, q = (i / 32) % 4, half = (i / 128) % (kTwo ? 2 : 1), r = i / (kTwo ? 256 : 128);
-      // Register q of lane l: C[m][n] for n = 16 r + l / 4 (+ 8 for q >= 2), m = 2 (l % 4) + q % 2 (+ 8 for half 1).
-      const int n = n0 + 16 * r + l / 4 + (q >= 2 ? 8 : 0), m = m0 + 2 * (l % 4) + q % 2 + 8 * half;
+      // Register q of lane l: C[m][n] for n = 16 r + l / 4 (+ 8 for q >= 2) (kNMajor: n = 4 (l / 4) + 2 r (+ 1)),
+      // m = 2 (l % 4) + q % 2 (+ 8 for half 1).
+      const int n = n0 + (kNMajor ? 4 * (l / 4) + 2 * r + (q >= 2 ? 1 : 0) : 16 * r + l / 4 + (q >= 2 ? 8 : 0));
+      const int m = m0 + 2 * (l % 4) + q % 2 + 8 * half;
       if (m >= p.M || n >= p.N) continue;
       float sum = 0.f;
 #pragma unroll
