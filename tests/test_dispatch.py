@@ -302,6 +302,27 @@ def test_split_k_for_k_heavy():
     assert explain_described(*mm(64, 65536, 64, torch.float32), sm=90, num_sms=1).details["split_k"] == 1
 
 
+def test_split_k_bounded_by_the_devices_bandwidth():
+    """Half precision: the estimate's bound is the device's DRAM bandwidth (mem_gbps; an H100's 3352 GB/s
+    against the H200's 4800 a described GPU gets), so where reading the operands once already takes
+    longer than a block's slice, the H100 gets fewer slices. The 4-byte rows keep the H200's bound."""
+    H100 = dict(H200, mem_gbps=3352)
+    for operands, M, K, N, fewer in [(linear, 64, 4096, 4096, 1), (mm, 64, 65536, 64, 57), (linear, 64, 14336, 4096, 1)]:
+        h200 = explain_described(*operands(M, K, N), **H200).details["split_k"]
+        h100 = explain_described(*operands(M, K, N), **H100)
+        assert h100.details["split_k"] == fewer < h200 and h100.details["mem_gbps"] == 3352, (M, K, N, h200, h100)
+    old = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        for M, K, N in [(16, 14336, 4096), (64, 65536, 64)]:
+            assert (explain_described(*linear(M, K, N, torch.float32), **H100).details["split_k"] ==
+                    explain_described(*linear(M, K, N, torch.float32), **H200).details["split_k"] > 1)
+    finally:
+        torch.set_float32_matmul_precision(old)
+    with pytest.raises(RuntimeError, match="mem_gbps"):
+        explain_described(*mm(64, 64, 64), mem_gbps=-1.0, **H200)
+
+
 @pytest.mark.parametrize("operands,M,K,N,row,split", [
     (linear, 64, 14336, 4096, "blocked_64x128x8", True),  # fewer 64x128 tiles than SMs: K in slices
     (mm, 16, 4096, 4096, "blocked_64x128x8", True),
@@ -354,11 +375,12 @@ def test_details_and_errors():
 
 @pytest.mark.gpu
 def test_described_matches_the_device():
-    """On a GPU, describing it gives explain()'s choice."""
+    """On a GPU, describing it (with the DRAM bandwidth explain() reports for it) gives explain()'s choice."""
     props = torch.cuda.get_device_properties(0)
     here = dict(sm=props.major * 10 + props.minor, num_sms=props.multi_processor_count)
     for M, K, N in [(4096, 768, 2304), (4096, 4096, 4096), (64, 65536, 64), (1000, 1000, 1000)]:
         a, b = mm(M, K, N)
         e = tilelab_torch.explain(a.cuda(), b.cuda())
-        d = explain_described(a, b, **here)
+        assert e.details["mem_gbps"] > 500, e  # from the memory clock and bus width
+        d = explain_described(a, b, mem_gbps=e.details["mem_gbps"], **here)
         assert (d.kernel, d.details["split_k"]) == (e.kernel, e.details["split_k"]), (d, e)

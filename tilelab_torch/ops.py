@@ -304,10 +304,11 @@ def explain(a: Tensor, b: Tensor, *, variant: Optional[str] = None, tile: Option
 
 
 def explain_described(a: Tensor, b: Tensor, *, sm: int, num_sms: int, variant: Optional[str] = None,
-                      tile: Optional[int] = None) -> Explanation:
+                      tile: Optional[int] = None, mem_gbps: Optional[float] = None) -> Explanation:
     """Which CUDA kernel the dispatcher would pick for ``tiled_mm(a, b)`` (3-D: ``tiled_bmm``)
-    on a GPU of compute capability ``sm`` (major*10 + minor, e.g. 90) with ``num_sms`` SMs,
-    and why: :func:`explain` without that GPU. ``a`` and ``b`` are CPU tensors whose shapes,
+    on a GPU of compute capability ``sm`` (major*10 + minor, e.g. 90) with ``num_sms`` SMs
+    and ``mem_gbps`` GB/s of peak DRAM bandwidth (the split-K estimate's bound; ``None``: an
+    H200's, 4800; an H100 SXM has 3352), and why: :func:`explain` without that GPU. ``a`` and ``b`` are CPU tensors whose shapes,
     strides, dtype and alignment describe the problem (``torch.empty`` is enough); the
     TF32 consent is torch's current setting, as for the op. Needs a CUDA build of tilelab
     (the dispatcher is part of it), not a GPU: the tests check the rules with it.
@@ -319,5 +320,6 @@ def explain_described(a: Tensor, b: Tensor, *, sm: int, num_sms: int, variant: O
     """
     if not built_with_cuda():
         raise RuntimeError("tilelab: explain_described needs a CUDA build of tilelab (this one is CPU-only)")
-    d = json.loads(torch.ops.tilelab._explain_described(a, b, sm, num_sms, variant=variant, tile=tile))
+    d = json.loads(torch.ops.tilelab._explain_described(a, b, sm, num_sms, variant=variant, tile=tile,
+                                                         mem_gbps=mem_gbps))
     return Explanation(kernel=d["kernel"], reason=d["reason"], details=d)

@@ -67,8 +67,14 @@ bool reads_only_its_b(const KernelConfig& c, const GemmProblem& p) {
 // (per-SM rates of the H200: wgmma 7500 flop/ns half, 3750 TF32; mma.sync
 // 4900 / 2450; the blocked rows' fp32 FMAs their measured rate, 317 flop/ns
 // at relative rate 100: 64x64 tiles at 4096^3 in 3.280 ms). All SMs together
-// read each operand byte from HBM once (~4.8 TB/s, an H200's; the tiles that
-// share a panel find it in L2), which bounds the whole product. A split adds
+// read each operand byte from HBM once (the tiles that share a panel find it in
+// L2), which bounds the whole product: where it does, more slices only add
+// reduction. Half precision at the device's peak bandwidth (from its memory clock
+// and bus width: an H100's 3.35 TB/s, an H200's 4.9; a described GPU without one:
+// 4.8); the 4-byte rows at 4.8 on every device: the TF32 tiles' blocks run well
+// below the pace assumed here (H100, x @ W.t() 16x14336x4096 in 2 slices: 119 us
+// against 43 estimated a block), so their slices are set by that pace, not by
+// the bandwidth, and with the H100's figure they lost 10-30%. A split adds
 // the reduction: a launch plus writing and reading s fp32 slabs of the output
 // at ~3 TB/s. Estimates, not measurements: they only have to rank 1 against s
 // slices where one wave leaves SMs idle (and, for fp32, the blocked rows).
@@ -95,7 +101,8 @@ double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, 
   const double bytes = k_span * (std::min<int64_t>(c.bm, p.M) + std::min<int64_t>(c.bn, p.N)) * esize;
   const double flops = 2.0 * c.bm * c.bn * k_span;
   const double block_ns = kBlockFixedNs + std::max(bytes / kSmBytesPerNs, flops / mma_flop_per_ns(c, p.dtype));
-  const double hbm_ns = static_cast<double>(p.M + p.N) * p.K * p.batch * esize / kHbmBytesPerNs;
+  const double hbm = esize == 2 && d.mem_bytes_per_ns > 0 ? d.mem_bytes_per_ns : kHbmBytesPerNs;
+  const double hbm_ns = static_cast<double>(p.M + p.N) * p.K * p.batch * esize / hbm;
   const double reduce_ns =
       s == 1 ? 0.0 : kReduceLaunchNs + 2.0 * s * p.batch * p.M * p.N * 4 / kReduceBytesPerNs;
   return std::max(waves * block_ns, hbm_ns) + reduce_ns;

@@ -33,6 +33,13 @@ const DeviceInfo& device_info(int index) {
     d->num_sms = prop->multiProcessorCount;
     d->max_threads_per_block = prop->maxThreadsPerBlock;
     d->max_smem_per_block = static_cast<int>(prop->sharedMemPerBlockOptin);
+    int clock_khz = 0, bus_bits = 0;
+    if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, index) == cudaSuccess &&
+        cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, index) == cudaSuccess) {
+      d->mem_bytes_per_ns = 2.0 * clock_khz * 1e3 * (bus_bits / 8) / 1e9;  // double data rate
+    } else {
+      (void)cudaGetLastError();  // unknown: the chooser assumes an H200's
+    }
     cache[index] = std::move(d);
   }
   return *cache[index];
@@ -99,7 +106,7 @@ std::string explain_json(const GemmProblem& p, const Choice& choice, const Devic
   std::ostringstream os;
   os << "{\"kernel\": \"" << c.name << "\", \"variant\": \"" << c.variant << "\", \"tile\": " << c.tile
      << ", \"device\": \"" << device << "\", \"device_name\": \"" << json_escape(d.name) << "\", \"sm\": " << d.sm
-     << ", \"num_sms\": " << d.num_sms << ", \"batch\": " << p.batch << ", \"M\": " << p.M << ", \"N\": " << p.N << ", \"K\": " << p.K
+     << ", \"num_sms\": " << d.num_sms << ", \"mem_gbps\": " << d.mem_bytes_per_ns << ", \"batch\": " << p.batch << ", \"M\": " << p.M << ", \"N\": " << p.N << ", \"K\": " << p.K
      << ", \"dtype\": \"" << dtype_str(p.dtype) << "\", \"a_layout\": \"" << layout_name(p.a, true)
      << "\", \"b_layout\": \"" << layout_name(p.b, false) << "\", \"split_k\": " << choice.splits
      << ", \"reason\": \"" << json_escape(choice.reason)
@@ -118,7 +125,8 @@ std::string explain_cuda(const at::Tensor& a, const at::Tensor& b, std::optional
 }
 
 std::string explain_described(const at::Tensor& a, const at::Tensor& b, int64_t sm, int64_t num_sms,
-                              std::optional<c10::string_view> variant, std::optional<int64_t> tile) {
+                              std::optional<c10::string_view> variant, std::optional<int64_t> tile,
+                              std::optional<double> mem_gbps) {
   check_gemm_inputs("_explain_described", nullptr, a, b, a.dim() == 3);
   TORCH_CHECK(a.device().is_cpu() && b.device().is_cpu(),
               "tilelab::_explain_described: takes CPU tensors (their shapes, strides, dtype and alignment describe "
@@ -126,12 +134,15 @@ std::string explain_described(const at::Tensor& a, const at::Tensor& b, int64_t 
   TORCH_CHECK(sm >= 10 && sm < 1000 && num_sms >= 1 && num_sms <= 100000,
               "tilelab::_explain_described: sm is major*10 + minor (e.g. 90) and num_sms >= 1, got sm=", sm,
               ", num_sms=", num_sms);
+  TORCH_CHECK(!mem_gbps || (*mem_gbps > 0 && *mem_gbps < 1e6),
+              "tilelab::_explain_described: mem_gbps is the DRAM bandwidth in GB/s (e.g. 3352), got ", *mem_gbps);
   DeviceInfo d;
   d.index = -1;
   d.name = "compute capability " + std::to_string(sm / 10) + "." + std::to_string(sm % 10) + ", " +
            std::to_string(num_sms) + " SMs";
   d.sm = static_cast<int>(sm);
   d.num_sms = static_cast<int>(num_sms);
+  d.mem_bytes_per_ns = mem_gbps.value_or(0.0);  // GB/s = B/ns
   const GemmCall call = make_gemm(nullptr, a, b);
   return explain_json(call.problem, choose_for(call.problem, d, variant, tile), d, "described");
 }

@@ -24,9 +24,11 @@ at::Tensor gemm_cuda(const char* op, const at::Tensor* bias, const at::Tensor& a
 std::string explain_cuda(const at::Tensor& a, const at::Tensor& b, std::optional<c10::string_view> variant,
                          std::optional<int64_t> tile);
 
-// The same for a described device (compute capability sm, num_sms SMs) on CPU tensors: the
-// dispatcher's rules without a GPU (tests/test_dispatch.py). What gemm_cuda would run there.
+// The same for a described device (compute capability sm, num_sms SMs, mem_gbps of DRAM bandwidth, unset: an
+// H200's) on CPU tensors: the dispatcher's rules without a GPU (tests/test_dispatch.py). What gemm_cuda would
+// run there.
 std::string explain_described(const at::Tensor& a, const at::Tensor& b, int64_t sm, int64_t num_sms,
-                              std::optional<c10::string_view> variant, std::optional<int64_t> tile);
+                              std::optional<c10::string_view> variant, std::optional<int64_t> tile,
+                              std::optional<double> mem_gbps);
 
 }  // namespace tilelab

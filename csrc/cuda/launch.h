@@ -40,6 +40,7 @@ struct DeviceInfo {
   int num_sms = 1;
   int max_threads_per_block = 1024;
   int max_smem_per_block = 0;  // bytes a block may opt into; 0: unknown (a described GPU)
+  double mem_bytes_per_ns = 0;  // peak DRAM bandwidth (2 x memory clock x bus width); 0: unknown
 
   // How messages name it: "cuda:0", or "the described GPU".
   std::string label() const { return index >= 0 ? "cuda:" + std::to_string(index) : "the described GPU"; }

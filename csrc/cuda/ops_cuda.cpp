@@ -30,7 +30,8 @@ void tune_set(c10::string_view key, c10::string_view kernel, double ms, c10::str
 // load_tuned): set an entry, clear them all, count them.
 TORCH_LIBRARY_FRAGMENT(tilelab, m) {
   m.def("_set_split_k(int? splits) -> ()", &set_split_k);
-  m.def("_explain_described(Tensor a, Tensor b, int sm, int num_sms, *, str? variant=None, int? tile=None) -> str",
+  m.def("_explain_described(Tensor a, Tensor b, int sm, int num_sms, *, str? variant=None, int? tile=None, "
+        "float? mem_gbps=None) -> str",
         &explain_described);
   m.def("_tune_set(str key, str kernel, float ms, str rule_kernel, float rule_ms) -> ()", &tune_set);
   m.def("_tune_clear() -> ()", &clear_tuned);
