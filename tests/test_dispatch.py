@@ -323,6 +323,21 @@ def test_split_k_bounded_by_the_devices_bandwidth():
         explain_described(*mm(64, 64, 64), mem_gbps=-1.0, **H200)
 
 
+def test_tf32_mma_sync_splits_at_its_pace():
+    """A TF32 mma.sync block streams ~20 B/ns, so its products with fewer tiles than SMs split K where a
+    block at the wgmma rows' pace would not: x @ B with 16 rows, 128x768x768, the ViT head."""
+    old = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        for operands, M, K, N, row, splits in [(mm, 16, 4096, 4096, "tensorcore_tf32_64x64x16", 2),
+                                               (mm, 128, 768, 768, "tensorcore_tf32_64x64x16", 5),
+                                               (linear, 8, 768, 1000, "tensorcore_tf32_64x64x16", 8)]:
+            e = explain_described(*operands(M, K, N, torch.float32), **H200)
+            assert (e.kernel, e.details["split_k"]) == (row, splits), (M, K, N, e)
+    finally:
+        torch.set_float32_matmul_precision(old)
+
+
 @pytest.mark.parametrize("operands,M,K,N,row,split", [
     (linear, 64, 14336, 4096, "blocked_64x128x8", True),  # fewer 64x128 tiles than SMs: K in slices
     (mm, 16, 4096, 4096, "blocked_64x128x8", True),

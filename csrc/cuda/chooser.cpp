@@ -63,7 +63,8 @@ bool reads_only_its_b(const KernelConfig& c, const GemmProblem& p) {
 
 // ---- split-K: the estimated time of a row on `s` slices of K. A block's time
 // is a fixed cost (pipeline fill and drain, epilogue) plus, per element of K,
-// the slower of its operand bytes (a block's measured pace: ~100 B/ns) and its MMAs
+// the slower of its operand bytes (a block's measured pace: ~100 B/ns; a TF32
+// mma.sync block's ~20, kTf32MmaSyncBytesPerNs) and its MMAs
 // (per-SM rates of the H200: wgmma 7500 flop/ns half, 3750 TF32; mma.sync
 // 4900 / 2450; the blocked rows' fp32 FMAs their measured rate, 317 flop/ns
 // at relative rate 100: 64x64 tiles at 4096^3 in 3.280 ms). All SMs together
@@ -80,6 +81,11 @@ bool reads_only_its_b(const KernelConfig& c, const GemmProblem& p) {
 // slices where one wave leaves SMs idle (and, for fp32, the blocked rows).
 constexpr double kBlockFixedNs = 2000, kReduceLaunchNs = 3000, kSmBytesPerNs = 100, kHbmBytesPerNs = 4800,
                  kReduceBytesPerNs = 3000;
+// A TF32 mma.sync block's pace. With it (H100, per call under CUDA graphs, us, new / old split count / cuBLAS):
+// x @ B 16x4096x4096 41.2 (2) / 67.8 (1) / 29.7; 128x768x768 7.9 (5) / 15.2 (1) / 6.8; 64x65536x64 20.1 (128) /
+// 25.2 (68) / 17.3; 128x131072x128 63.8 (131) / 72.9 (68) / 56.2; x @ W.t() 8x768x1000 6.1 (8) / 14.1 (1) / 5.4;
+// dY @ W 128x50257x768 111.8 (22) / 121.0 (19) / 100.5.
+constexpr double kTf32MmaSyncBytesPerNs = 20;
 constexpr int64_t kMaxSlabBytes = int64_t{256} << 20;  // workspace cap
 
 double mma_flop_per_ns(const KernelConfig& c, c10::ScalarType dtype) {
@@ -100,7 +106,12 @@ double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, 
   const double k_span = static_cast<double>(per * bk);
   const double bytes = k_span * (std::min<int64_t>(c.bm, p.M) + std::min<int64_t>(c.bn, p.N)) * esize;
   const double flops = 2.0 * c.bm * c.bn * k_span;
-  const double block_ns = kBlockFixedNs + std::max(bytes / kSmBytesPerNs, flops / mma_flop_per_ns(c, p.dtype));
+  // mma.sync TF32 blocks (fp32 operands through a 4-stage ring of 8 or 16 KB stages) move ~20 B/ns: H100, x @ B
+  // 16x4096x4096 on tensorcore_tf32_64x64x16 unsplit, 1.3 MB a block in 67.8 us. At 100 B/ns the estimate left
+  // them unsplit or under-split.
+  const double pace = c.family == Family::TensorCore && p.dtype == c10::ScalarType::Float ? kTf32MmaSyncBytesPerNs
+                                                                                          : kSmBytesPerNs;
+  const double block_ns = kBlockFixedNs + std::max(bytes / pace, flops / mma_flop_per_ns(c, p.dtype));
   const double hbm = esize == 2 && d.mem_bytes_per_ns > 0 ? d.mem_bytes_per_ns : kHbmBytesPerNs;
   const double hbm_ns = static_cast<double>(p.M + p.N) * p.K * p.batch * esize / hbm;
   const double reduce_ns =
