@@ -363,6 +363,21 @@ def test_tf32_k_heavy(high, M, K, N):
     assert e.details["split_k"] > 1, e
 
 
+@pytest.mark.parametrize("M", [3, 5, 16, 64])
+def test_tf32_decode_batches_on_64_row_tiles(high, M):
+    """TF32 x @ W.t() with up to 64 rows over N >= 2048 that the gemv rules leave: the 64-row TF32 wgmma row.
+    More rows, a narrow N (K-heavy) or a row-major B (its transposed copy: mma.sync) go elsewhere."""
+    f32 = torch.float32
+    for K, N in ((4096, 14336), (14336, 4096)):
+        if M == 3 and N < 2 * K:
+            continue  # gemv_split takes 3 and 4 rows where N < 2K
+        e = explain_described(*linear(M, K, N, f32), **H200)
+        assert e.kernel == "hopper_tf32_m64_64x128x32" and "64x128 tiles" in e.reason, (M, K, N, e)
+    assert explain_described(*linear(65, 4096, 4096, f32), **H200).kernel == "hopper_tf32_128x128x32"
+    assert explain_described(*linear(64, 65536, 64, f32), **H200).kernel == "hopper_tf32_128x128x32"  # N < 2048
+    assert not explain_described(*mm(M, 4096, 4096, f32), **H200).kernel.startswith("hopper_")
+
+
 def test_fp32_ieee_blocked_and_tf32_by_consent(high):
     """fp32 on TF32 tensor cores only under precision 'high' (the fixture); IEEE fp32 on the blocked rows."""
     assert explain_described(*mm(4096, 4096, 4096, torch.float32), **H200).kernel == "hopper_tf32_128x256x32"

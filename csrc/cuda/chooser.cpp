@@ -28,7 +28,8 @@ constexpr int kHopper192 = row_index("hopper_128x192x64"), kHopper64 = row_index
               kHopper96 = row_index("hopper_128x96x64");
 constexpr int kHopperPingPong = row_index("hopper_pingpong_128x128x64"), kHopperM64 = row_index("hopper_m64_64x64x64"),
               kHopperM64x96 = row_index("hopper_m64_64x96x64");
-constexpr int kHopperTf32_256 = row_index("hopper_tf32_128x256x32"), kHopperTf32_128 = row_index("hopper_tf32_128x128x32");
+constexpr int kHopperTf32_256 = row_index("hopper_tf32_128x256x32"), kHopperTf32_128 = row_index("hopper_tf32_128x128x32"),
+              kHopperTf32M64 = row_index("hopper_tf32_m64_64x128x32");
 constexpr int kTc256 = row_index("tensorcore_128x256x64"), kTc128 = row_index("tensorcore_128x128x32"),
               kTc64 = row_index("tensorcore_64x64x32");
 constexpr int kTcTf32_256 = row_index("tensorcore_tf32_128x256x32"),
@@ -392,6 +393,15 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     const int64_t ksteps = (p.K + 63) / 64;
     // 17 to 64 rows (decoding a batch): one 64-row tile high, so a 128-row tile would compute half or more of
     // zero rows and cover half as many SMs. Up to two waves of 64x64 tiles (measured up to 224 tiles).
+    // TF32 up to 64 rows over N >= 2048 (decoding a batch; the gemv rules took 2 to 4 rows): 64-row tiles, half
+    // the MMAs of a 128-row tile that would compute zero rows, each at its best split count.
+    if (tf32_hopper && p.M <= 64 && p.N >= 2048 && tiles(p, 64, 128) <= 2 * sms) {
+      ch = pick(kHopperTf32M64, "sm_90, TF32, at most 64 rows, N >= 2048: 64x128 tiles on one consumer warpgroup "
+                                "(H100, x @ W.t() per call under CUDA graphs, W cold in L2: 8x14336x4096 0.086 ms vs "
+                                "0.102 for hopper_tf32_128x128x32, 16x4096x14336 0.084 vs 0.095, 64x4096x4096 0.033 "
+                                "vs 0.034; cuBLAS 0.086, 0.086, 0.028)");
+      if (ch.cfg) return ch;
+    }
     if (half && p.M > 16 && p.M <= 64 && tiles(p, 64, 64) <= 2 * sms) {
       ch = pick(kHopperM64, "sm_90, 17 to 64 rows: 64x64 tiles, one tile high, on up to two waves (H200, bf16, per "
                             "call under CUDA graphs: 64x4096x14336 0.035 ms vs 0.043 for hopper_128x128x64 and 0.040 "

@@ -163,7 +163,6 @@ void launch_hopper(const KernelConfig& row, const GemmProblem& p) {
     static_assert((c.warps_m == c.bm / 16 || kPingPong) && c.warps_n == 1,
                   "hopper: a consumer warp of 16 rows per 16 rows of the tile, or 4 of 32 rows (ping-pong)");
     static_assert(!kPingPong || (!c.tf32 && c.bn == 128), "hopper: ping-pong rows are half precision, 128 x 128");
-    static_assert(c.bm == 128 || !c.tf32, "hopper: TF32 rows are 128 rows high");
     static_assert(c.min_sm == 90 && c.pad == 0, "wgmma and TMA need sm_90(a); the swizzle replaces padding");
     if constexpr (c.tf32) {
       static_assert(c.dtypes == kF32 && c.bk == hopper::tile_k<float>(), "TF32 rows: fp32, 32 of K per stage");

@@ -88,6 +88,9 @@ inline constexpr KernelConfig kConfigs[] = {
   {"hopper_pingpong_128x128x64", "hopper_pingpong", Family::Hopper,    128, 128, 128, 64,  4, 1,  384, 6, 0, kF16 | kBF16, 90, false, "wgmma 2 x m64n128k16 per warpgroup + TMA, 6-stage ring, ping-pong: two consumer warpgroups alternate tiles"},
   {"hopper_tf32_128x256x32",     "hopper_tf32",     Family::Hopper,    256, 128, 256, 32,  8, 1,  384, 4, 0, kF32,         90, true,  "TF32 wgmma m64n256k8 (needs precision 'high') + TMA, 4-stage ring, k-contiguous operands (others copied transposed)"},
   {"hopper_tf32_128x128x32",     "hopper_tf32",     Family::Hopper,    128, 128, 128, 32,  8, 1,  384, 6, 0, kF32,         90, true,  "TF32 wgmma m64n128k8 (needs precision 'high') + TMA, 6-stage ring, k-contiguous operands (others copied transposed)"},
+  // TF32 on 64-row tiles (one consumer warpgroup): decoding batches of up to 64 rows, which a 128-row tile
+  // computes half or more of zero rows for.
+  {"hopper_tf32_m64_64x128x32",  "hopper_tf32_m64", Family::Hopper,    128,  64, 128, 32,  4, 1,  256, 8, 0, kF32,         90, true,  "TF32 wgmma m64n128k8 on one consumer warpgroup (needs precision 'high') + TMA, 8-stage ring, k-contiguous operands"},
   // gemv: few rows (decoding); a warp per output column, 16-byte loads along K, bm rows per block.
   {"gemv_16x8",                  "gemv",            Family::Gemv,       16,  16,   8,  0,  1, 8,  256, 0, 0, kAllFloat,     0, false, "a warp per output column of up to 16 rows: 16-byte loads along K (k-contiguous operands), warp-shuffle reduction"},
   // gemv_mma: few rows in half precision on the tensor cores, swap-AB (W's rows on mma.sync's M, x's rows on its
