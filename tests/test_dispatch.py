@@ -263,20 +263,20 @@ def test_fp32_few_rows():
         assert explain_described(*mm(M, 8192, 8192, f32), **H200).kernel == "gemv_split_rowb_16x1024x64"
     assert explain_described(*mm(9, 8192, 8192, f32), **H200).kernel != "gemv_split_rowb_16x1024x64"
     assert explain_described(*mm(4, 8192, 8192), **H200).kernel.startswith("hopper_")  # bf16: the tiles
-    old = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("high")
-    try:
-        assert explain_described(*linear(1, 4096, 4096, f32), **H200).kernel == "gemv_16x8"
-        assert explain_described(*linear(2, 4096, 4096, f32), **H200).kernel == "gemv_split_16x128x256"
-        assert explain_described(*linear(2, 4096, 14336, f32), **H200).kernel == "gemv_16x8"
-        for M in (3, 4):
-            assert explain_described(*linear(M, 4096, 4096, f32), **H200).kernel == "gemv_split_16x128x256"
-            assert explain_described(*linear(M, 4096, 14336, f32), **H200).kernel.startswith("hopper_tf32_")
-        assert explain_described(*linear(5, 4096, 4096, f32), **H200).kernel.startswith("hopper_tf32_")
-        assert explain_described(*mm(8, 4096, 4096, f32), **H200).kernel == "gemv_split_rowb_16x1024x64"
-        assert explain_described(*mm(9, 4096, 4096, f32), **H200).kernel != "gemv_split_rowb_16x1024x64"
-    finally:
-        torch.set_float32_matmul_precision(old)
+
+
+def test_fp32_few_rows_under_tf32(high):
+    """test_fp32_few_rows' limits under TF32."""
+    f32 = torch.float32
+    assert explain_described(*linear(1, 4096, 4096, f32), **H200).kernel == "gemv_16x8"
+    assert explain_described(*linear(2, 4096, 4096, f32), **H200).kernel == "gemv_split_16x128x256"
+    assert explain_described(*linear(2, 4096, 14336, f32), **H200).kernel == "gemv_16x8"
+    for M in (3, 4):
+        assert explain_described(*linear(M, 4096, 4096, f32), **H200).kernel == "gemv_split_16x128x256"
+        assert explain_described(*linear(M, 4096, 14336, f32), **H200).kernel.startswith("hopper_tf32_")
+    assert explain_described(*linear(5, 4096, 4096, f32), **H200).kernel.startswith("hopper_tf32_")
+    assert explain_described(*mm(8, 4096, 4096, f32), **H200).kernel == "gemv_split_rowb_16x1024x64"
+    assert explain_described(*mm(9, 4096, 4096, f32), **H200).kernel != "gemv_split_rowb_16x1024x64"
 
 
 def test_tiny_products_take_one_launch():
@@ -302,40 +302,30 @@ def test_split_k_for_k_heavy():
     assert explain_described(*mm(64, 65536, 64, torch.float32), sm=90, num_sms=1).details["split_k"] == 1
 
 
-def test_split_k_bounded_by_the_devices_bandwidth():
+def test_split_k_bounded_by_the_devices_bandwidth(high):
     """Half precision: the estimate's bound is the device's DRAM bandwidth (mem_gbps; an H100's 3352 GB/s
     against the H200's 4800 a described GPU gets), so where reading the operands once already takes
-    longer than a block's slice, the H100 gets fewer slices. The 4-byte rows keep the H200's bound."""
+    longer than a block's slice, the H100 gets fewer slices. The 4-byte (TF32) rows keep the H200's bound."""
     H100 = dict(H200, mem_gbps=3352)
     for operands, M, K, N, fewer in [(linear, 64, 4096, 4096, 1), (mm, 64, 65536, 64, 57), (linear, 64, 14336, 4096, 1)]:
         h200 = explain_described(*operands(M, K, N), **H200).details["split_k"]
         h100 = explain_described(*operands(M, K, N), **H100)
         assert h100.details["split_k"] == fewer < h200 and h100.details["mem_gbps"] == 3352, (M, K, N, h200, h100)
-    old = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("high")
-    try:
-        for M, K, N in [(16, 14336, 4096), (64, 65536, 64)]:
-            assert (explain_described(*linear(M, K, N, torch.float32), **H100).details["split_k"] ==
-                    explain_described(*linear(M, K, N, torch.float32), **H200).details["split_k"] > 1)
-    finally:
-        torch.set_float32_matmul_precision(old)
+    for M, K, N in [(16, 14336, 4096), (64, 65536, 64)]:
+        assert (explain_described(*linear(M, K, N, torch.float32), **H100).details["split_k"] ==
+                explain_described(*linear(M, K, N, torch.float32), **H200).details["split_k"] > 1)
     with pytest.raises(RuntimeError, match="mem_gbps"):
         explain_described(*mm(64, 64, 64), mem_gbps=-1.0, **H200)
 
 
-def test_tf32_mma_sync_splits_at_its_pace():
+def test_tf32_mma_sync_splits_at_its_pace(high):
     """A TF32 mma.sync block streams ~20 B/ns, so its products with fewer tiles than SMs split K where a
     block at the wgmma rows' pace would not: x @ B with 16 rows, 128x768x768, the ViT head."""
-    old = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("high")
-    try:
-        for operands, M, K, N, row, splits in [(mm, 16, 4096, 4096, "tensorcore_tf32_64x64x16", 2),
-                                               (mm, 128, 768, 768, "tensorcore_tf32_64x64x16", 5),
-                                               (linear, 8, 768, 1000, "tensorcore_tf32_64x64x16", 8)]:
-            e = explain_described(*operands(M, K, N, torch.float32), **H200)
-            assert (e.kernel, e.details["split_k"]) == (row, splits), (M, K, N, e)
-    finally:
-        torch.set_float32_matmul_precision(old)
+    for operands, M, K, N, row, splits in [(mm, 16, 4096, 4096, "tensorcore_tf32_64x64x16", 2),
+                                           (mm, 128, 768, 768, "tensorcore_tf32_64x64x16", 5),
+                                           (linear, 8, 768, 1000, "tensorcore_tf32_64x64x16", 8)]:
+        e = explain_described(*operands(M, K, N, torch.float32), **H200)
+        assert (e.kernel, e.details["split_k"]) == (row, splits), (M, K, N, e)
 
 
 @pytest.mark.parametrize("operands,M,K,N,row,split", [

@@ -391,8 +391,6 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   const bool tf32_hopper = tf32 && copied * 1000.0 <= static_cast<double>(p.M) * p.N * p.K;
   if (half || tf32_hopper) {
     const int64_t ksteps = (p.K + 63) / 64;
-    // 17 to 64 rows (decoding a batch): one 64-row tile high, so a 128-row tile would compute half or more of
-    // zero rows and cover half as many SMs. Up to two waves of 64x64 tiles (measured up to 224 tiles).
     // TF32 up to 64 rows over N >= 2048 (decoding a batch; the gemv rules took 2 to 4 rows): 64-row tiles, half
     // the MMAs of a 128-row tile that would compute zero rows, each at its best split count.
     if (tf32_hopper && p.M <= 64 && p.N >= 2048 && tiles(p, 64, 128) <= 2 * sms) {
@@ -402,6 +400,8 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
                                 "vs 0.034; cuBLAS 0.086, 0.086, 0.028)");
       if (ch.cfg) return ch;
     }
+    // 17 to 64 rows (decoding a batch): one 64-row tile high, so a 128-row tile would compute half or more of
+    // zero rows and cover half as many SMs. Up to two waves of 64x64 tiles (measured up to 224 tiles).
     if (half && p.M > 16 && p.M <= 64 && tiles(p, 64, 64) <= 2 * sms) {
       ch = pick(kHopperM64, "sm_90, 17 to 64 rows: 64x64 tiles, one tile high, on up to two waves (H200, bf16, per "
                             "call under CUDA graphs: 64x4096x14336 0.035 ms vs 0.043 for hopper_128x128x64 and 0.040 "
