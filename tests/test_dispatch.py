@@ -307,7 +307,8 @@ def test_split_k_bounded_by_the_devices_bandwidth(high):
     against the H200's 4800 a described GPU gets), so where reading the operands once already takes
     longer than a block's slice, the H100 gets fewer slices. The 4-byte (TF32) rows keep the H200's bound."""
     H100 = dict(H200, mem_gbps=3352)
-    for operands, M, K, N, fewer in [(linear, 64, 4096, 4096, 1), (mm, 64, 65536, 64, 57), (linear, 64, 14336, 4096, 1)]:
+    for operands, M, K, N, fewer in [(linear, 64, 4096, 4096, 1), (mm, 64, 65536, 64, 57),
+                                     (linear, 64, 14336, 4096, 1)]:
         h200 = explain_described(*operands(M, K, N), **H200).details["split_k"]
         h100 = explain_described(*operands(M, K, N), **H100)
         assert h100.details["split_k"] == fewer < h200 and h100.details["mem_gbps"] == 3352, (M, K, N, h200, h100)

@@ -308,8 +308,9 @@ def explain_described(a: Tensor, b: Tensor, *, sm: int, num_sms: int, variant: O
     """Which CUDA kernel the dispatcher would pick for ``tiled_mm(a, b)`` (3-D: ``tiled_bmm``)
     on a GPU of compute capability ``sm`` (major*10 + minor, e.g. 90) with ``num_sms`` SMs
     and ``mem_gbps`` GB/s of peak DRAM bandwidth (the split-K estimate's bound; ``None``: an
-    H200's, 4800; an H100 SXM has 3352), and why: :func:`explain` without that GPU. ``a`` and ``b`` are CPU tensors whose shapes,
-    strides, dtype and alignment describe the problem (``torch.empty`` is enough); the
+    H200's, 4800; an H100 SXM has 3352), and why: :func:`explain` without that GPU. ``a`` and
+    ``b`` are CPU tensors whose shapes, strides, dtype and alignment describe the problem
+    (``torch.empty`` is enough); the
     TF32 consent is torch's current setting, as for the op. Needs a CUDA build of tilelab
     (the dispatcher is part of it), not a GPU: the tests check the rules with it.
 

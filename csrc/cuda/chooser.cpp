@@ -28,7 +28,8 @@ constexpr int kHopper192 = row_index("hopper_128x192x64"), kHopper64 = row_index
               kHopper96 = row_index("hopper_128x96x64");
 constexpr int kHopperPingPong = row_index("hopper_pingpong_128x128x64"), kHopperM64 = row_index("hopper_m64_64x64x64"),
               kHopperM64x96 = row_index("hopper_m64_64x96x64");
-constexpr int kHopperTf32_256 = row_index("hopper_tf32_128x256x32"), kHopperTf32_128 = row_index("hopper_tf32_128x128x32"),
+constexpr int kHopperTf32_256 = row_index("hopper_tf32_128x256x32"),
+              kHopperTf32_128 = row_index("hopper_tf32_128x128x32"),
               kHopperTf32M64 = row_index("hopper_tf32_m64_64x128x32");
 constexpr int kTc256 = row_index("tensorcore_128x256x64"), kTc128 = row_index("tensorcore_128x128x32"),
               kTc64 = row_index("tensorcore_64x64x32");

@@ -106,7 +106,8 @@ std::string explain_json(const GemmProblem& p, const Choice& choice, const Devic
   std::ostringstream os;
   os << "{\"kernel\": \"" << c.name << "\", \"variant\": \"" << c.variant << "\", \"tile\": " << c.tile
      << ", \"device\": \"" << device << "\", \"device_name\": \"" << json_escape(d.name) << "\", \"sm\": " << d.sm
-     << ", \"num_sms\": " << d.num_sms << ", \"mem_gbps\": " << d.mem_bytes_per_ns << ", \"batch\": " << p.batch << ", \"M\": " << p.M << ", \"N\": " << p.N << ", \"K\": " << p.K
+     << ", \"num_sms\": " << d.num_sms << ", \"mem_gbps\": " << d.mem_bytes_per_ns << ", \"batch\": " << p.batch
+     << ", \"M\": " << p.M << ", \"N\": " << p.N << ", \"K\": " << p.K
      << ", \"dtype\": \"" << dtype_str(p.dtype) << "\", \"a_layout\": \"" << layout_name(p.a, true)
      << "\", \"b_layout\": \"" << layout_name(p.b, false) << "\", \"split_k\": " << choice.splits
      << ", \"reason\": \"" << json_escape(choice.reason)
