@@ -25,12 +25,17 @@
 // (H100, per call under CUDA graphs). Loading the next step of B before this
 // step's multiply-adds (a register double buffer) was slower on every product
 // tried (0.263 there): it spilled under the 128 registers that keep two blocks
-// an SM. With x cold in L2 (not a model's case: its activation was just
-// written) every block's first loads of x miss together and M = 16 takes ~0.1 ms
-// more. The rows' loop carried a branch per row (r < rows) that kept each row's
-// loads of x one L1 round trip ahead of its multiply-adds; with more than half a
-// block of rows the launcher runs the kernel without it (kRepeat: a short block
-// repeats its last row and drops those sums): 16 x 14336 x 4096 0.112 ms.
+// an SM. With x cold in L2 every step's loads of x missed in every block of a
+// slice together, each waiting behind B's stream for DRAM: M = 16 took ~0.1 ms
+// more. A block therefore asks L2 for its rows of x up front (one bulk prefetch
+// a row, sm_90): H100, fp32 x @ W.t(), do_bench (L2 flushed before each call),
+// 16x14336x4096 0.187 -> 0.133 ms, 8x4096x14336 0.188 -> 0.142, 16x4096x4096
+// 0.082 -> 0.063 (cuBLAS 0.140, 0.148, 0.062), x @ B 8x8192x8192 0.153 -> 0.131;
+// with x in L2 (under CUDA graphs) within 1.5% either way. The rows' loop
+// carried a branch per row (r < rows) that kept each row's loads of x one L1
+// round trip ahead of its multiply-adds; with more than half a block of rows
+// the launcher runs the kernel without it (kRepeat: a short block repeats its
+// last row and drops those sums): 16 x 14336 x 4096 0.112 ms.
 //
 // The launcher gives both kernels aligned rows (16 bytes) and A k-contiguous
 // (copying where a view is not); K needs no alignment (a scalar tail). fp32
@@ -124,6 +129,16 @@ __device__ __forceinline__ void store_rows(const GemmArgs<T>& p, const WorkTile&
   }
 }
 
+// Asks L2 for `bytes` (rounded down to 16) from p, in one instruction (sm_90's bulk copy unit); nothing where p is
+// not 16-byte aligned (a batch stride that is not) or before sm_90.
+__device__ __forceinline__ void prefetch_l2_bulk(const void* p, int64_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const uint32_t n = static_cast<uint32_t>(bytes < (int64_t{1} << 30) ? bytes : int64_t{1} << 30) & ~15u;
+  if (n > 0 && reinterpret_cast<uintptr_t>(p) % 16 == 0)
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(n) : "memory");
+#endif
+}
+
 }  // namespace gemv_split
 
 template <typename T, int kRows, int kWarps, int kBk, bool kNMajor, bool kRepeat>
@@ -138,6 +153,9 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_split_kernel(GemmArgs<T> 
   const int rows = min(kRows, p.M - m0);
   const T* a = p.a + w.batch * p.sa_b + static_cast<int64_t>(m0) * p.sa_m;
   const T* b = p.b + w.batch * p.sb_b;
+  // Every block of this slice reads the same rows of x at about the same k: where x is not in L2 (a cold cache,
+  // or evicted), each step's misses wait behind B's stream in the DRAM queues. Ask L2 for the block's x up front.
+  if (warp == 0 && lane < rows) gemv_split::prefetch_l2_bulk(a + lane * p.sa_m, static_cast<int64_t>(p.K) * sizeof(T));
   float acc[kRows][kCols];
 #pragma unroll
   for (int r = 0; r < kRows; ++r)
