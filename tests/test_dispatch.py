@@ -322,11 +322,36 @@ def test_split_k_bounded_by_the_devices_bandwidth(high):
 def test_tf32_mma_sync_splits_at_its_pace(high):
     """A TF32 mma.sync block streams ~20 B/ns, so its products with fewer tiles than SMs split K where a
     block at the wgmma rows' pace would not: x @ B with 16 rows, 128x768x768, the ViT head."""
-    for operands, M, K, N, row, splits in [(mm, 16, 4096, 4096, "tensorcore_tf32_64x64x16", 2),
+    for operands, M, K, N, row, splits in [(mm, 16, 4096, 4096, "tensorcore_tf32_64x64x16", 4),
                                            (mm, 128, 768, 768, "tensorcore_tf32_64x64x16", 5),
                                            (linear, 8, 768, 1000, "tensorcore_tf32_64x64x16", 8)]:
         e = explain_described(*operands(M, K, N, torch.float32), **H200)
         assert (e.kernel, e.details["split_k"]) == (row, splits), (M, K, N, e)
+
+
+def test_tf32_mma_sync_blocks_share_an_sm(high):
+    """Up to 4 of the 64x64 TF32 mma.sync blocks run on an SM at once, so where the output has at least an
+    eighth of a wave of tiles K is split into more blocks than SMs; with fewer tiles (K-heavy 64x65536x64, the
+    ViT head) each SM keeps one."""
+    for operands, M, K, N in [(mm, 16, 4096, 4096), (mm, 128, 3072, 768), (mm, 128, 768, 3072)]:
+        e = explain_described(*operands(M, K, N, torch.float32), **H200)
+        tiles = -(-M // 64) * -(-N // 64)
+        assert e.kernel == "tensorcore_tf32_64x64x16" and 132 < tiles * e.details["split_k"] <= 4 * 132, e
+    for operands, M, K, N in [(mm, 64, 65536, 64), (linear, 8, 768, 1000)]:
+        e = explain_described(*operands(M, K, N, torch.float32), **H200)
+        tiles = -(-M // 64) * -(-N // 64)
+        assert e.kernel == "tensorcore_tf32_64x64x16" and tiles * e.details["split_k"] <= 132, (M, K, N, e)
+
+
+@pytest.mark.parametrize("M,row", [(9, "tensorcore_tf32_64x64x16"), (32, "tensorcore_tf32_64x64x16"),
+                                   (33, "tensorcore_tf32_128x128x16")])
+def test_tf32_few_rows_on_64_row_tiles(high, M, row):
+    """TF32 x @ B (B row-major: the wgmma rows would copy it transposed) with at most 32 rows: 64x64 tiles,
+    whatever the count of 128x128 ones."""
+    e = explain_described(*mm(M, 4096, 14336, torch.float32), **H200)
+    assert e.kernel == row, e
+    if M <= 32:
+        assert "at most 32 rows" in e.reason, e
 
 
 @pytest.mark.parametrize("operands,M,K,N,row,split", [

@@ -88,6 +88,12 @@ constexpr double kBlockFixedNs = 2000, kReduceLaunchNs = 3000, kSmBytesPerNs = 1
 // 25.2 (68) / 17.3; 128x131072x128 63.8 (131) / 72.9 (68) / 56.2; x @ W.t() 8x768x1000 6.1 (8) / 14.1 (1) / 5.4;
 // dY @ W 128x50257x768 111.8 (22) / 121.0 (19) / 100.5.
 constexpr double kTf32MmaSyncBytesPerNs = 20;
+// ... and an SM holds up to 4 of them (a 64x64 block: 128 threads, 4 stages of 10 KB), which together move ~27 B/ns:
+// H100, x @ B 16x4096x4096 on tensorcore_tf32_64x64x16 in s slices, per call under CUDA graphs, W cold, us (the
+// estimate's figure in brackets): s2 (1 block an SM) 41.5 [38.0], s4 (2) 32.0 [30.0], s8 (4) 31.6 [30.7], s16 (8,
+// two rounds) 33.9 [34.1]; over 4096x14336 unsplit (224 blocks, 2 an SM) 99.7 [99].
+constexpr double kTf32MmaSyncSmBytesPerNs = 27;
+constexpr int64_t kTf32MmaSyncBlocksPerSm = 4;
 constexpr int64_t kMaxSlabBytes = int64_t{256} << 20;  // workspace cap
 
 double mma_flop_per_ns(const KernelConfig& c, c10::ScalarType dtype) {
@@ -100,10 +106,27 @@ double mma_flop_per_ns(const KernelConfig& c, c10::ScalarType dtype) {
   return dtype == c10::ScalarType::Float ? r / 2 : r;
 }
 
+// Whether row c runs p as TF32 mma.sync blocks (their own pace and several an SM, above).
+bool tf32_mma_sync(const KernelConfig& c, const GemmProblem& p) {
+  return c.family == Family::TensorCore && p.dtype == c10::ScalarType::Float;
+}
+
+// The blocks of row c an SM runs at once, as est_ns counts them: several of the 64x64 TF32 mma.sync blocks where
+// the output has at least an eighth of a wave of tiles, one otherwise and for any other row. (Larger TF32 blocks:
+// their residency and pace together are not measured. Fewer tiles: more slices lost, the reduction of many slabs
+// of a small output costing more than est_ns counts; H100, per call under CUDA graphs: 64x65536x64 in 256 slices
+// 0.0241 ms vs 0.0208 in 128, x @ W.t() 8x768x1000 in 16 0.0065 vs 0.0062 in 8.)
+int64_t blocks_per_sm(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d) {
+  const bool several = tf32_mma_sync(c, p) && c.bm * c.bn <= 64 * 64 && 8 * tiles(p, c.bm, c.bn) >= d.num_sms;
+  return several ? kTf32MmaSyncBlocksPerSm : 1;
+}
+
 double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, int64_t s) {
   const int64_t bk = c.bk, kt = (p.K + bk - 1) / bk, per = (kt + s - 1) / s;
   const int64_t blocks = tiles(p, c.bm, c.bn) * s;
-  const int64_t waves = (blocks + d.num_sms - 1) / d.num_sms;
+  // An SM's blocks, run `together` at a time in `rounds`.
+  const int64_t per_sm = (blocks + d.num_sms - 1) / d.num_sms;
+  const int64_t together = std::min(per_sm, blocks_per_sm(c, p, d)), rounds = (per_sm + together - 1) / together;
   const double esize = static_cast<double>(c10::elementSize(p.dtype));
   const double k_span = static_cast<double>(per * bk);
   const double bytes = k_span * (std::min<int64_t>(c.bm, p.M) + std::min<int64_t>(c.bn, p.N)) * esize;
@@ -111,20 +134,22 @@ double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, 
   // mma.sync TF32 blocks (fp32 operands through a 4-stage ring of 8 or 16 KB stages) move ~20 B/ns: H100, x @ B
   // 16x4096x4096 on tensorcore_tf32_64x64x16 unsplit, 1.3 MB a block in 67.8 us. At 100 B/ns the estimate left
   // them unsplit or under-split.
-  const double pace = c.family == Family::TensorCore && p.dtype == c10::ScalarType::Float ? kTf32MmaSyncBytesPerNs
-                                                                                          : kSmBytesPerNs;
-  const double block_ns = kBlockFixedNs + std::max(bytes / pace, flops / mma_flop_per_ns(c, p.dtype));
+  const double pace = !tf32_mma_sync(c, p) ? kSmBytesPerNs
+                      : together == 1      ? kTf32MmaSyncBytesPerNs
+                                           : kTf32MmaSyncSmBytesPerNs;
+  const double block_ns =
+      kBlockFixedNs + together * std::max(bytes / pace, flops / mma_flop_per_ns(c, p.dtype));
   const double hbm = esize == 2 && d.mem_bytes_per_ns > 0 ? d.mem_bytes_per_ns : kHbmBytesPerNs;
   const double hbm_ns = static_cast<double>(p.M + p.N) * p.K * p.batch * esize / hbm;
   const double reduce_ns =
       s == 1 ? 0.0 : kReduceLaunchNs + 2.0 * s * p.batch * p.M * p.N * 4 / kReduceBytesPerNs;
-  return std::max(waves * block_ns, hbm_ns) + reduce_ns;
+  return std::max(rounds * block_ns, hbm_ns) + reduce_ns;
 }
 
 // The split count with the least estimated time for row c on p, among those that
-// keep every block in one wave (at most `cap` slices; 1 when even one slice fills it).
+// keep every block in one wave, blocks_per_sm an SM (at most `cap` slices; 1 when even one slice fills it).
 int64_t estimated_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, int64_t cap) {
-  cap = std::min<int64_t>(cap, d.num_sms / std::max<int64_t>(tiles(p, c.bm, c.bn), 1));
+  cap = std::min<int64_t>(cap, d.num_sms * blocks_per_sm(c, p, d) / std::max<int64_t>(tiles(p, c.bm, c.bn), 1));
   int64_t best = 1;
   double best_ns = est_ns(c, p, d, 1);
   for (int64_t s = 2; s <= cap; ++s) {
@@ -520,6 +545,17 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   }
   // mma.sync (sm_80+): fewer tiles than that, other GPUs, and TF32 with a large transposed copy.
   if (half || tf32) {
+    // TF32 with at most 32 rows (x @ B with B row-major, decoding a batch through a Conv1D; the gemv rules took
+    // up to 8): a 128-row tile would compute three quarters or more of zero rows. 64x64 tiles at their best split
+    // count, several blocks an SM (est_ns).
+    if (tf32 && p.M <= 32) {
+      ch = pick(kTcTf32_64, "TF32 on mma.sync, at most 32 rows: 64x64 tiles (a 128-row tile would compute 3/4 or "
+                            "more zero rows), at their best split count with up to 4 blocks an SM (H100, x @ B, per "
+                            "call under CUDA graphs, B cold in L2: 16x4096x4096 in 4 slices 0.032 ms vs 0.042 in 2; "
+                            "16x4096x14336 unsplit 0.101 vs 0.127 for tensorcore_tf32_128x128x16; cuBLAS 0.030, "
+                            "0.088)");
+      if (ch.cfg) return ch;
+    }
     if (2 * tiles256 >= sms && n_fits_256) {
       ch = pick(half ? kTc256 : kTcTf32_256,
                 "tensor cores, >= half a wave of 128x256 tiles: 25% fewer L2 bytes per MMA than 128x128 and 128 "
