@@ -91,7 +91,7 @@ constexpr double kTf32MmaSyncBytesPerNs = 20;
 // ... and an SM holds up to 4 of them (a 64x64 block: 128 threads, 4 stages of 10 KB), which together move ~27 B/ns:
 // H100, x @ B 16x4096x4096 on tensorcore_tf32_64x64x16 in s slices, per call under CUDA graphs, W cold, us (the
 // estimate's figure in brackets): s2 (1 block an SM) 41.5 [38.0], s4 (2) 32.0 [30.0], s8 (4) 31.6 [30.7], s16 (8,
-// two rounds) 33.9 [34.1]; over 4096x14336 unsplit (224 blocks, 2 an SM) 99.7 [99].
+// two rounds) 33.9 [34.1]; 16x4096x14336 unsplit (224 blocks, 2 an SM) 100.9 [99.1].
 constexpr double kTf32MmaSyncSmBytesPerNs = 27;
 constexpr int64_t kTf32MmaSyncBlocksPerSm = 4;
 constexpr int64_t kMaxSlabBytes = int64_t{256} << 20;  // workspace cap
