@@ -31,9 +31,9 @@
 // a row, sm_90): H100, fp32 x @ W.t(), do_bench (L2 flushed before each call),
 // 16x14336x4096 0.187 -> 0.133 ms, 8x4096x14336 0.188 -> 0.142, 16x4096x4096
 // 0.082 -> 0.063 (cuBLAS 0.140, 0.148, 0.062), x @ B 8x8192x8192 0.153 -> 0.131;
-// with x in L2 (under CUDA graphs) within 1.5% either way. The rows' loop
-// carried a branch per row (r < rows) that kept each row's loads of x one L1
-// round trip ahead of its multiply-adds; with more than half a block of rows
+// with x in L2 (under CUDA graphs) none slower by more than 1.5%. The rows'
+// loop carried a branch per row (r < rows) that kept each row's loads of x one
+// L1 round trip ahead of its multiply-adds; with more than half a block of rows
 // the launcher runs the kernel without it (kRepeat: a short block repeats its
 // last row and drops those sums): 16 x 14336 x 4096 0.112 ms.
 //
