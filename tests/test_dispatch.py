@@ -337,6 +337,7 @@ def test_tf32_mma_sync_blocks_share_an_sm(high):
         e = explain_described(*operands(M, K, N, torch.float32), **H200)
         tiles = -(-M // 64) * -(-N // 64)
         assert e.kernel == "tensorcore_tf32_64x64x16" and 132 < tiles * e.details["split_k"] <= 4 * 132, e
+        assert "up to 4 blocks an SM" in e.reason, e
     for operands, M, K, N in [(mm, 64, 65536, 64), (linear, 8, 768, 1000)]:
         e = explain_described(*operands(M, K, N, torch.float32), **H200)
         tiles = -(-M // 64) * -(-N // 64)

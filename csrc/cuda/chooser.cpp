@@ -210,7 +210,9 @@ int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d
        << " an SM: their loads in flight stream B at memory speed";
   else
     os << "estimated " << static_cast<int64_t>(est_ns(c, p, d, best) / 1000) << " us vs "
-       << static_cast<int64_t>(est_ns(c, p, d, 1) / 1000) << " us unsplit: fewer tiles than SMs";
+       << static_cast<int64_t>(est_ns(c, p, d, 1) / 1000) << " us unsplit: "
+       << (blocks_per_sm(c, p, d) == 1 ? std::string("fewer tiles than SMs")
+                                       : "up to " + std::to_string(blocks_per_sm(c, p, d)) + " blocks an SM");
   os << ")";
   why = os.str();
   return static_cast<int>(best);
