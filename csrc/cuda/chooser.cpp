@@ -66,7 +66,8 @@ bool reads_only_its_b(const KernelConfig& c, const GemmProblem& p) {
 // ---- split-K: the estimated time of a row on `s` slices of K. A block's time
 // is a fixed cost (pipeline fill and drain, epilogue) plus, per element of K,
 // the slower of its operand bytes (a block's measured pace: ~100 B/ns; a TF32
-// mma.sync block's ~20, kTf32MmaSyncBytesPerNs) and its MMAs
+// mma.sync block's ~20, kTf32MmaSyncBytesPerNs, and up to 4 of the 64x64 ones
+// an SM, blocks_per_sm) and its MMAs
 // (per-SM rates of the H200: wgmma 7500 flop/ns half, 3750 TF32; mma.sync
 // 4900 / 2450; the blocked rows' fp32 FMAs their measured rate, 317 flop/ns
 // at relative rate 100: 64x64 tiles at 4096^3 in 3.280 ms). All SMs together
@@ -83,7 +84,9 @@ bool reads_only_its_b(const KernelConfig& c, const GemmProblem& p) {
 // slices where one wave leaves SMs idle (and, for fp32, the blocked rows).
 constexpr double kBlockFixedNs = 2000, kReduceLaunchNs = 3000, kSmBytesPerNs = 100, kHbmBytesPerNs = 4800,
                  kReduceBytesPerNs = 3000;
-// A TF32 mma.sync block's pace. With it (H100, per call under CUDA graphs, us, new / old split count / cuBLAS):
+// A TF32 mma.sync block's pace (fp32 operands through a 4-stage ring of 8 or 16 KB stages): H100, x @ B
+// 16x4096x4096 on tensorcore_tf32_64x64x16 unsplit, 1.3 MB a block in 67.8 us; at 100 B/ns the estimate left these
+// rows unsplit or under-split. With it (H100, per call under CUDA graphs, us, new / old split count / cuBLAS):
 // x @ B 16x4096x4096 41.2 (2) / 67.8 (1) / 29.7; 128x768x768 7.9 (5) / 15.2 (1) / 6.8; 64x65536x64 20.1 (128) /
 // 25.2 (68) / 17.3; 128x131072x128 63.8 (131) / 72.9 (68) / 56.2; x @ W.t() 8x768x1000 6.1 (8) / 14.1 (1) / 5.4;
 // dY @ W 128x50257x768 111.8 (22) / 121.0 (19) / 100.5.
@@ -111,13 +114,13 @@ bool tf32_mma_sync(const KernelConfig& c, const GemmProblem& p) {
   return c.family == Family::TensorCore && p.dtype == c10::ScalarType::Float;
 }
 
-// The blocks of row c an SM runs at once, as est_ns counts them: several of the 64x64 TF32 mma.sync blocks where
-// the output has at least an eighth of a wave of tiles, one otherwise and for any other row. (Larger TF32 blocks:
-// their residency and pace together are not measured. Fewer tiles: more slices lost, the reduction of many slabs
-// of a small output costing more than est_ns counts; H100, per call under CUDA graphs: 64x65536x64 in 256 slices
-// 0.0241 ms vs 0.0208 in 128, x @ W.t() 8x768x1000 in 16 0.0065 vs 0.0062 in 8.)
+// The blocks of row c an SM runs at once, as est_ns counts them: several of tensorcore_tf32_64x64x16's where the
+// output has at least an eighth of a wave of its tiles, one otherwise and for any other row. (The larger TF32
+// blocks: their residency and pace together are not measured. Fewer tiles: more slices lost, the reduction of
+// many slabs of a small output costing more than est_ns counts; H100, per call under CUDA graphs: 64x65536x64 in
+// 256 slices 0.0241 ms vs 0.0208 in 128, x @ W.t() 8x768x1000 in 16 0.0065 vs 0.0062 in 8.)
 int64_t blocks_per_sm(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d) {
-  const bool several = tf32_mma_sync(c, p) && c.bm * c.bn <= 64 * 64 && 8 * tiles(p, c.bm, c.bn) >= d.num_sms;
+  const bool several = &c == &kConfigs[kTcTf32_64] && tf32_mma_sync(c, p) && 8 * tiles(p, c.bm, c.bn) >= d.num_sms;
   return several ? kTf32MmaSyncBlocksPerSm : 1;
 }
 
@@ -131,9 +134,6 @@ double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, 
   const double k_span = static_cast<double>(per * bk);
   const double bytes = k_span * (std::min<int64_t>(c.bm, p.M) + std::min<int64_t>(c.bn, p.N)) * esize;
   const double flops = 2.0 * c.bm * c.bn * k_span;
-  // mma.sync TF32 blocks (fp32 operands through a 4-stage ring of 8 or 16 KB stages) move ~20 B/ns: H100, x @ B
-  // 16x4096x4096 on tensorcore_tf32_64x64x16 unsplit, 1.3 MB a block in 67.8 us. At 100 B/ns the estimate left
-  // them unsplit or under-split.
   const double pace = !tf32_mma_sync(c, p) ? kSmBytesPerNs
                       : together == 1      ? kTf32MmaSyncBytesPerNs
                                            : kTf32MmaSyncSmBytesPerNs;
@@ -208,11 +208,12 @@ int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d
   else if (gemv)
     os << best * tiles(p, c.bm, c.bn) << " blocks, " << kGemvSplitBlocksPerSm
        << " an SM: their loads in flight stream B at memory speed";
-  else
+  else {
+    const int64_t per_sm = blocks_per_sm(c, p, d);
     os << "estimated " << static_cast<int64_t>(est_ns(c, p, d, best) / 1000) << " us vs "
        << static_cast<int64_t>(est_ns(c, p, d, 1) / 1000) << " us unsplit: "
-       << (blocks_per_sm(c, p, d) == 1 ? std::string("fewer tiles than SMs")
-                                       : "up to " + std::to_string(blocks_per_sm(c, p, d)) + " blocks an SM");
+       << (per_sm == 1 ? std::string("fewer tiles than SMs") : "up to " + std::to_string(per_sm) + " blocks an SM");
+  }
   os << ")";
   why = os.str();
   return static_cast<int>(best);
