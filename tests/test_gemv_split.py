@@ -12,9 +12,6 @@ from conftest import ACT_REFS, TOL, Poisoned, fresh_seed, rel_err
 
 ROWS = [k.name for k in tilelab_torch.kernels("cuda") if k.family == "gemv_split"]
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
-# (row, dtype) for the dtypes each row runs (the 32-row row is fp32 only: half precision has gemv_mma).
-ROW_DTYPES = [pytest.param(k.name, d, id=f"{k.name}-{d}") for k in tilelab_torch.kernels("cuda")
-              if k.family == "gemv_split" for d in DTYPES if d in k.dtypes]
 pytestmark = pytest.mark.gpu
 
 
@@ -33,9 +30,10 @@ def _operands(M, K, N, dtype, layout, k_pad=0):
     return x, b
 
 
-@pytest.mark.parametrize("row,dtype", ROW_DTYPES)
+@pytest.mark.parametrize("row", ROWS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("layout", ["lin", "rowb"])
-@pytest.mark.parametrize("M", [1, 3, 8, 9, 16, 17, 32, 40])  # more than half a block of rows: no per-row branch
+@pytest.mark.parametrize("M", [1, 3, 8, 9, 16, 17, 40])  # 9..16 rows a block: no per-row branch
 @pytest.mark.parametrize("K,N,k_pad", [(5, 7, 3), (31, 33, 1), (64, 1030, 0), (1000, 300, 8), (4099, 129, 5)])
 def test_shapes(row, dtype, layout, M, K, N, k_pad):
     seed = fresh_seed()
@@ -48,7 +46,8 @@ def test_shapes(row, dtype, layout, M, K, N, k_pad):
     assert err <= TOL[dtype], f"{row} {layout} {M}x{K}x{N}: {err:.3g}, seed={seed}"
 
 
-@pytest.mark.parametrize("row,dtype", [p for p in ROW_DTYPES if p.values[1] != torch.float16])
+@pytest.mark.parametrize("row", ROWS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_chosen_split_deterministic(row, dtype):
     """A long K over few column blocks is split by the chooser (explain() says so); the slices are
     added in a fixed order: the same inputs give bitwise the same output."""

@@ -37,8 +37,7 @@ constexpr int kTcTf32_256 = row_index("tensorcore_tf32_128x256x32"),
               kTcTf32_128 = row_index("tensorcore_tf32_128x128x16"), kTcTf32_64 = row_index("tensorcore_tf32_64x64x16");
 constexpr int kGemv = row_index("gemv_16x8"), kGemvMma = row_index("gemv_mma_16x32x64"),
               kGemvMmaRowB = row_index("gemv_mma_rowb_16x32x64"),
-              kGemvSplit = row_index("gemv_split_16x128x256"),
-              kGemvSplit32 = row_index("gemv_split_32x128x256"), kGemvSplitRowB = row_index("gemv_split_rowb_16x1024x64"),
+              kGemvSplit = row_index("gemv_split_16x128x256"), kGemvSplitRowB = row_index("gemv_split_rowb_16x1024x64"),
               kNaive16 = row_index("naive_16x16");
 constexpr int kTiled32 = row_index("tiled_32x32x32"), kTiled16 = row_index("tiled_16x16x16"),
               kTiled8 = row_index("tiled_8x8x8");
@@ -174,13 +173,12 @@ double best_est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo
 
 std::atomic<int64_t> g_split_override{0};
 
-// gemv_split's slices: enough blocks to fill every SM (their loads in flight are what streams B at memory
-// speed), each slice at least 2 * bk of K. An SM holds two blocks of 16 rows, one of 32 (the kernel's launch
-// bounds, gemv_split::blocks_per_sm).
-int64_t gemv_split_blocks_per_sm(const KernelConfig& c) { return c.bm > 16 ? 1 : 2; }
+// gemv_split's slices: enough blocks for two on every SM (their loads in flight are what streams B at memory
+// speed), each slice at least 2 * bk of K.
+constexpr int64_t kGemvSplitBlocksPerSm = 2;
 int64_t gemv_split_count(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, int64_t cap) {
   const int64_t blocks = std::max<int64_t>(tiles(p, c.bm, c.bn), 1);
-  const int64_t want = (gemv_split_blocks_per_sm(c) * d.num_sms + blocks - 1) / blocks;
+  const int64_t want = (kGemvSplitBlocksPerSm * d.num_sms + blocks - 1) / blocks;
   return std::max<int64_t>(1, std::min({want, cap, p.K / (2 * c.bk)}));
 }
 
@@ -208,7 +206,7 @@ int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d
   if (forced > 0)
     os << "forced by _set_split_k";
   else if (gemv)
-    os << best * tiles(p, c.bm, c.bn) << " blocks, " << gemv_split_blocks_per_sm(c)
+    os << best * tiles(p, c.bm, c.bn) << " blocks, " << kGemvSplitBlocksPerSm
        << " an SM: their loads in flight stream B at memory speed";
   else {
     const int64_t per_sm = blocks_per_sm(c, p, d);
@@ -359,7 +357,7 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   const int64_t gemv_rows = p.allow_tf32 ? 2 : 16, split_rows = p.allow_tf32 ? 4 : 32;
   const int64_t split_from = p.N >= 2 * p.K ? 8 : 2;  // under TF32 (at most 4 rows): none where N >= 2K
   if (k_cont && fp32 && aligned && p.M >= split_from && p.M <= split_rows) {
-    ch = pick(p.M > 16 ? kGemvSplit32 : kGemvSplit, std::string(p.allow_tf32 ? "fp32 under TF32, 2 to 4 rows (N < 2K)"
+    ch = pick(kGemvSplit, std::string(p.allow_tf32 ? "fp32 under TF32, 2 to 4 rows (N < 2K)"
                                                    : "fp32, 2 to 32 rows (from 8 where N >= 2K)") +
                               " with k-contiguous, 16-byte aligned operands (x @ W.t()): "
                               "each x load serves 4 columns, each W load every row, K split over blocks (H100: "

@@ -106,7 +106,6 @@ inline constexpr KernelConfig kConfigs[] = {
   // (split_reduce.cu adds the slices in a fixed order); bk is the split granularity. Each reads B in one layout:
   // 16 columns a warp of a k-contiguous B (x @ W.t()), 128 of an n-contiguous one (x @ B, B row-major).
   {"gemv_split_16x128x256",      "gemv_split",      Family::GemvSplit,  128, 16, 128, 256,  1, 8,  256, 0, 0, kF32 | kF16 | kBF16, 0, false, "x @ W.t(): a lane holds 4 columns x 16 rows, 8 lanes a 128-byte run of W's rows, x's loads shared by 4 columns; K split over blocks"},
-  {"gemv_split_32x128x256",      "gemv_split",      Family::GemvSplit,   32, 32, 128, 256,  1, 8,  256, 0, 0, kF32,          0, false, "gemv_split with 32 rows a block (one block an SM): W streamed once for up to 32 rows of x"},
   {"gemv_split_rowb_16x1024x64", "gemv_split_rowb", Family::GemvSplit, 1024, 16, 1024, 64,  1, 8,  256, 0, 0, kF32 | kF16 | kBF16, 0, false, "x @ B with B row-major: a lane holds 4 adjacent columns x 16 rows, a warp reads 512 contiguous bytes of a row of B; K split over blocks"},
 };
 // clang-format on

@@ -139,16 +139,10 @@ __device__ __forceinline__ void prefetch_l2_bulk(const void* p, int64_t bytes) {
 #endif
 }
 
-// Blocks an SM: two of 16 rows (128 registers a thread); one of 32 rows (its 128 sums a lane need more).
-template <int kRows>
-constexpr int blocks_per_sm() {
-  return kRows > 16 ? 1 : 2;
-}
-
 }  // namespace gemv_split
 
 template <typename T, int kRows, int kWarps, int kBk, bool kNMajor, bool kRepeat>
-__global__ void __launch_bounds__(kWarps * 32, gemv_split::blocks_per_sm<kRows>()) gemv_split_kernel(GemmArgs<T> p) {
+__global__ void __launch_bounds__(kWarps * 32, 2) gemv_split_kernel(GemmArgs<T> p) {
   static_assert(!std::is_same_v<T, double>, "gemv_split: fp32 and half precision (fp32 sums)");
   using gemv_split::kCols;
   using gemv_split::load_vec;
