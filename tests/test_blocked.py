@@ -134,15 +134,21 @@ def test_auto_fp32_uses_blocked_by_estimated_time(highest):
 @pytest.mark.gpu
 def test_auto_fp32_decode_uses_gemv(highest):
     """fp32 x @ W.t() with M <= 32 goes to the gemv rows (chooser.cpp: one row to gemv, more to
-    gemv_split); half precision to gemv_mma."""
+    gemv_split where its blocks fill the SMs, else gemv up to 8 rows, 16 where K <= 1024); half
+    precision to gemv_mma."""
+    w = torch.randn(4096, 4096, device="cuda")
     for M in (1, 7, 16, 32):
-        x = torch.randn(M, 1000, device="cuda")
-        w = torch.randn(333, 1000, device="cuda")
+        x = torch.randn(M, 4096, device="cuda")
         e = tilelab_torch.explain(x, w.t())
         assert e.kernel == ("gemv_16x8" if M == 1 else "gemv_split_16x128x256"), e
         out = torch.ops.tilelab.tiled_mm(x, w.t())
         assert rel_err(out, x, w.t()) <= TOL[torch.float32]
-    assert not tilelab_torch.explain(torch.randn(33, 1000, device="cuda"), w.t()).kernel.startswith("gemv")
+    assert not tilelab_torch.explain(torch.randn(33, 4096, device="cuda"), w.t()).kernel.startswith("gemv")
+    w = torch.randn(333, 1000, device="cuda")  # 3 column tiles: too few gemv_split blocks
+    for M, kernel in ((7, "gemv_16x8"), (16, "gemv_16x8"), (32, "blocked_")):
+        x = torch.randn(M, 1000, device="cuda")
+        assert tilelab_torch.explain(x, w.t()).kernel.startswith(kernel), M
+        assert rel_err(torch.ops.tilelab.tiled_mm(x, w.t()), x, w.t()) <= TOL[torch.float32]
     xh, wh = torch.randn(4, 1000, device="cuda", dtype=torch.bfloat16), torch.randn(333, 1000, device="cuda", dtype=torch.bfloat16)
     assert tilelab_torch.explain(xh, wh.t()).kernel.startswith("gemv_mma_")
     assert tilelab_torch.explain(xh[:1], wh.t()).kernel.startswith("gemv_mma_")

@@ -241,10 +241,10 @@ def test_decode_with_a_row_major_b(dtype):
 
 
 def test_fp32_few_rows():
-    """fp32 with few rows: one row of x @ W.t() on gemv, 2 to 32 on gemv_split (from 8 where N >= 2K),
-    split over K with a reason; under TF32 up to 4 rows on those (N >= 2K: 2 on gemv), then the
-    TF32 tiles. A misaligned view stays on gemv (which reads it in place). x @ B with B row-major:
-    gemv_split_rowb up to 8 rows (under TF32 too)."""
+    """fp32 with few rows: one row of x @ W.t() on gemv, 2 to 32 on gemv_split (from 8 where N >= 2K)
+    where its blocks fill the SMs, split over K with a reason; under TF32 up to 4 rows on those (N >= 2K:
+    2 on gemv), then the TF32 tiles. A misaligned view stays on gemv (which reads it in place). x @ B with
+    B row-major: gemv_split_rowb up to 8 rows (under TF32 too)."""
     f32 = torch.float32
     assert explain_described(*linear(1, 4096, 14336, f32), **H200).kernel == "gemv_16x8"
     for M in (2, 7, 16):
@@ -259,6 +259,15 @@ def test_fp32_few_rows():
     for M in (17, 32):  # two blocks of rows, the second reading W's slice from L2
         assert explain_described(*linear(M, 4096, 14336, f32), **H200).kernel == "gemv_split_16x128x256"
     assert explain_described(*linear(33, 4096, 4096, f32), **H200).kernel.startswith("blocked_")
+    # Too few column tiles x slices of K for two gemv_split blocks an SM: a warp per column up to 8 rows (16
+    # where K <= 1024), the tile rows above; 2048 x 5632 still fills (44 tiles x 8 slices).
+    for M, K, N in ((2, 3072, 768), (8, 4096, 1024), (8, 768, 3072), (16, 768, 3072), (16, 1024, 4096)):
+        e = explain_described(*linear(M, K, N, f32), **H200)
+        assert e.kernel == "gemv_16x8" and "too few columns and K" in e.reason, (M, K, N, e)
+    for M, K, N in ((16, 3072, 768), (16, 4096, 1024), (17, 768, 3072), (32, 1024, 4096)):
+        assert explain_described(*linear(M, K, N, f32), **H200).kernel.startswith("blocked_"), (M, K, N)
+    for M in (8, 16, 32):
+        assert explain_described(*linear(M, 2048, 5632, f32), **H200).kernel == "gemv_split_16x128x256"
     for M in (1, 8):
         assert explain_described(*mm(M, 8192, 8192, f32), **H200).kernel == "gemv_split_rowb_16x1024x64"
     assert explain_described(*mm(9, 8192, 8192, f32), **H200).kernel != "gemv_split_rowb_16x1024x64"
@@ -274,6 +283,7 @@ def test_fp32_few_rows_under_tf32(high):
     for M in (3, 4):
         assert explain_described(*linear(M, 4096, 4096, f32), **H200).kernel == "gemv_split_16x128x256"
         assert explain_described(*linear(M, 4096, 14336, f32), **H200).kernel.startswith("hopper_tf32_")
+        assert explain_described(*linear(M, 3072, 768, f32), **H200).kernel == "gemv_16x8"  # too few blocks
     assert explain_described(*linear(5, 4096, 4096, f32), **H200).kernel.startswith("hopper_tf32_")
     assert explain_described(*mm(8, 4096, 4096, f32), **H200).kernel == "gemv_split_rowb_16x1024x64"
     assert explain_described(*mm(9, 4096, 4096, f32), **H200).kernel != "gemv_split_rowb_16x1024x64"

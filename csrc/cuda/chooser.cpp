@@ -174,12 +174,21 @@ double best_est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo
 std::atomic<int64_t> g_split_override{0};
 
 // gemv_split's slices: enough blocks for two on every SM (their loads in flight are what streams B at memory
-// speed), each slice at least 2 * bk of K.
+// speed), each slice at least bk of K (as gemv_split_fills counts them; slices of 2 * bk were slower: H100,
+// fp32 under CUDA graphs, gemv_split_rowb 8x768x3072 0.029 ms in 12 slices vs 0.049 in 6, 4x4096x1024 0.023
+// in 64 vs 0.035 in 32).
 constexpr int64_t kGemvSplitBlocksPerSm = 2;
 int64_t gemv_split_count(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, int64_t cap) {
   const int64_t blocks = std::max<int64_t>(tiles(p, c.bm, c.bn), 1);
   const int64_t want = (kGemvSplitBlocksPerSm * d.num_sms + blocks - 1) / blocks;
-  return std::max<int64_t>(1, std::min({want, cap, p.K / (2 * c.bk)}));
+  return std::max<int64_t>(1, std::min({want, cap, p.K / c.bk}));
+}
+
+// Whether gemv_split can keep kGemvSplitBlocksPerSm blocks on every SM (column tiles x slices of bk): with
+// fewer, each block's serial share of K runs at a fraction of the SM's pace (H100, fp32 x @ W.t(), under CUDA
+// graphs: 16x3072x768, 6 tiles of 12 slices, 0.029 ms; blocked_64x128x8 0.018, cuBLAS 0.020).
+bool gemv_split_fills(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d) {
+  return tiles(p, c.bm, c.bn) * std::max<int64_t>(p.K / c.bk, 1) >= kGemvSplitBlocksPerSm * d.num_sms;
 }
 
 // The split count for row c on p: the override, or the least estimated time
@@ -340,8 +349,9 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   // rows are 16-byte aligned (else the launcher would copy W); IEEE fp32 on
   // gemv_split from 2 to 32 rows (aligned rows; from 8 where N >= 2K, whose many
   // columns keep a warp per column busy enough; above 16 rows its blocks of 16
-  // rows read the same W slice one after the other, the second from L2), else
-  // up to 16 rows on the gemv row, a warp per output column. Under TF32 the IEEE rows stream W faster than TF32
+  // rows read the same W slice one after the other, the second from L2) where
+  // its blocks fill the SMs, else up to 16 rows on the gemv row, a warp per
+  // output column, and above 16 the tile rows. Under TF32 the IEEE rows stream W faster than TF32
   // wgmma up to 4 rows where N < 2K (on an H100 within 5% either way at 4 rows, on an H200 12-30% faster), up
   // to 2 on gemv where N >= 2K (4x4096x14336 on gemv_split: 0.102 ms against 0.095 on the TF32 tile, H100).
   // The measurements in the reasons: per call under CUDA graphs, W cold in L2 and x hot (as a model's
@@ -356,23 +366,34 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   }
   const int64_t gemv_rows = p.allow_tf32 ? 2 : 16, split_rows = p.allow_tf32 ? 4 : 32;
   const int64_t split_from = p.N >= 2 * p.K ? 8 : 2;  // under TF32 (at most 4 rows): none where N >= 2K
-  if (k_cont && fp32 && aligned && p.M >= split_from && p.M <= split_rows) {
+  const bool split_rows_ok = k_cont && fp32 && aligned && p.M >= split_from && p.M <= split_rows;
+  const bool split_fills = gemv_split_fills(kConfigs[kGemvSplit], p, d);
+  if (split_rows_ok && split_fills) {
     ch = pick(kGemvSplit, std::string(p.allow_tf32 ? "fp32 under TF32, 2 to 4 rows (N < 2K)"
                                                    : "fp32, 2 to 32 rows (from 8 where N >= 2K)") +
-                              " with k-contiguous, 16-byte aligned operands (x @ W.t()): "
-                              "each x load serves 4 columns, each W load every row, K split over blocks (H100: "
-                              "8x14336x4096 0.102 ms vs 0.265 for gemv_16x8 and 0.164 for cuBLAS, 8x4096x14336 0.132 "
-                              "vs 0.159 and 0.137, 16x14336x4096 0.112 vs 0.131 for cuBLAS, 32x4096x14336 0.207 vs "
-                              "0.308 for blocked_64x128x8 and 0.193 for cuBLAS; under TF32 2x14336x4096 0.085 vs 0.097 "
-                              "for hopper_tf32_128x128x32, 4x14336x4096 0.089 vs 0.105; H200: 4x14336x4096 0.071 vs "
-                              "0.101)");
+                              " with k-contiguous, 16-byte aligned operands (x @ W.t()), enough columns and K for two "
+                              "blocks an SM: each x load serves 4 columns, each W load every row, K split over blocks "
+                              "(H100: 8x14336x4096 0.102 ms vs 0.265 for gemv_16x8 and 0.164 for cuBLAS, 8x4096x14336 "
+                              "0.132 vs 0.159 and 0.137, 16x14336x4096 0.112 vs 0.131 for cuBLAS, 32x4096x14336 0.207 "
+                              "vs 0.308 for blocked_64x128x8 and 0.193 for cuBLAS; under TF32 2x14336x4096 0.085 vs "
+                              "0.097 for hopper_tf32_128x128x32, 4x14336x4096 0.089 vs 0.105; H200: 4x14336x4096 "
+                              "0.071 vs 0.101)");
     if (ch.cfg) return ch;
   }
-  if (k_cont && fp32 && p.M <= gemv_rows) {
-    ch = pick(kGemv, "fp32, M <= 16 with k-contiguous operands (x @ W.t()): a warp per output column streams W once "
-                     "(H200: 1x4096x4096 0.031 ms vs 0.187 for blocked_k16_64x64x16, 16x14336x4096 0.330 vs 0.693; "
-                     "under TF32 up to 2 rows, H100: 1x14336x4096 0.086 vs 0.101 for hopper_tf32_128x128x32, "
-                     "2x4096x14336 0.085 vs 0.097)");
+  // Where gemv_split's blocks would leave SMs idle (a short K or few columns): a warp per column up to 8 rows, or
+  // 16 where K <= 1024 (a warp's rows x K is its serial work); the tile rows above (H100: 16x3072x768 0.018 ms on
+  // blocked_64x128x8 vs 0.029 here, 16x4096x1024 0.026 vs 0.038).
+  const bool gemv_for_split = p.M <= 8 || (p.M <= 16 && p.K <= 1024);
+  if (k_cont && fp32 && (split_rows_ok ? gemv_for_split : p.M <= gemv_rows)) {
+    ch = pick(kGemv, !split_rows_ok
+                         ? "fp32, M <= 16 with k-contiguous operands (x @ W.t()): a warp per output column streams W "
+                           "once (H200: 1x4096x4096 0.031 ms vs 0.187 for blocked_k16_64x64x16, 16x14336x4096 0.330 "
+                           "vs 0.693; under TF32 up to 2 rows, H100: 1x14336x4096 0.086 vs 0.101 for "
+                           "hopper_tf32_128x128x32, 2x4096x14336 0.085 vs 0.097)"
+                         : "fp32, at most 8 rows (16 where K <= 1024) with k-contiguous operands (x @ W.t()), too "
+                           "few columns and K for two gemv_split blocks an SM: a warp per output column (H100: "
+                           "8x768x3072 0.011 ms vs 0.036 on gemv_split and 0.011 for cuBLAS, 16x768x3072 0.015 vs "
+                           "0.047 and 0.015, 4x4096x1024 0.014 vs 0.021 and 0.020)");
     if (ch.cfg) return ch;
   }
   // x @ B with B row-major (n-contiguous), A k-contiguous: a lane holds 4 adjacent columns of B's rows.
