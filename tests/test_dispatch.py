@@ -244,7 +244,7 @@ def test_fp32_few_rows():
     """fp32 with few rows: one row of x @ W.t() on gemv, 2 to 32 on gemv_split (from 8 where N >= 2K)
     where its blocks fill the SMs, split over K with a reason; under TF32 up to 4 rows on those (N >= 2K:
     2 on gemv), then the TF32 tiles. A misaligned view stays on gemv (which reads it in place). x @ B with
-    B row-major: gemv_split_rowb up to 8 rows (under TF32 too)."""
+    B row-major: gemv_split_rowb up to 8 rows (under TF32 too) where its blocks give every SM one."""
     f32 = torch.float32
     assert explain_described(*linear(1, 4096, 14336, f32), **H200).kernel == "gemv_16x8"
     for M in (2, 7, 16):
@@ -271,6 +271,12 @@ def test_fp32_few_rows():
     for M in (1, 8):
         assert explain_described(*mm(M, 8192, 8192, f32), **H200).kernel == "gemv_split_rowb_16x1024x64"
     assert explain_described(*mm(9, 8192, 8192, f32), **H200).kernel != "gemv_split_rowb_16x1024x64"
+    # x @ B with fewer gemv_split_rowb blocks (column tiles x slices of K) than SMs: one row stays, more go to
+    # the tile rows; 4096 x 4096 (4 tiles x 64 slices) stays.
+    for M, K, N in ((4, 768, 3072), (8, 1000, 768), (8, 4096, 1024)):
+        assert explain_described(*mm(M, K, N, f32), **H200).kernel.startswith("blocked_"), (M, K, N)
+    assert explain_described(*mm(1, 768, 3072, f32), **H200).kernel == "gemv_split_rowb_16x1024x64"
+    assert explain_described(*mm(4, 4096, 4096, f32), **H200).kernel == "gemv_split_rowb_16x1024x64"
     assert explain_described(*mm(4, 8192, 8192), **H200).kernel.startswith("hopper_")  # bf16: the tiles
 
 
@@ -287,6 +293,7 @@ def test_fp32_few_rows_under_tf32(high):
     assert explain_described(*linear(5, 4096, 4096, f32), **H200).kernel.startswith("hopper_tf32_")
     assert explain_described(*mm(8, 4096, 4096, f32), **H200).kernel == "gemv_split_rowb_16x1024x64"
     assert explain_described(*mm(9, 4096, 4096, f32), **H200).kernel != "gemv_split_rowb_16x1024x64"
+    assert explain_described(*mm(4, 768, 3072, f32), **H200).kernel.startswith("tensorcore_tf32_")
 
 
 def test_tiny_products_take_one_launch():

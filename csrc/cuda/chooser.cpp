@@ -174,7 +174,7 @@ double best_est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo
 std::atomic<int64_t> g_split_override{0};
 
 // gemv_split's slices: enough blocks for two on every SM (their loads in flight are what streams B at memory
-// speed), each slice at least bk of K (as gemv_split_fills counts them; slices of 2 * bk were slower: H100,
+// speed), each slice at least bk of K (as gemv_split_blocks counts them; slices of 2 * bk were slower: H100,
 // fp32 under CUDA graphs, gemv_split_rowb 8x768x3072 0.029 ms in 12 slices vs 0.049 in 6, 4x4096x1024 0.023
 // in 64 vs 0.035 in 32).
 constexpr int64_t kGemvSplitBlocksPerSm = 2;
@@ -184,11 +184,13 @@ int64_t gemv_split_count(const KernelConfig& c, const GemmProblem& p, const Devi
   return std::max<int64_t>(1, std::min({want, cap, p.K / c.bk}));
 }
 
-// Whether gemv_split can keep kGemvSplitBlocksPerSm blocks on every SM (column tiles x slices of bk): with
-// fewer, each block's serial share of K runs at a fraction of the SM's pace (H100, fp32 x @ W.t(), under CUDA
-// graphs: 16x3072x768, 6 tiles of 12 slices, 0.029 ms; blocked_64x128x8 0.018, cuBLAS 0.020).
-bool gemv_split_fills(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d) {
-  return tiles(p, c.bm, c.bn) * std::max<int64_t>(p.K / c.bk, 1) >= kGemvSplitBlocksPerSm * d.num_sms;
+// The most blocks a gemv_split row can run p in: column tiles x slices of bk. Its lanes wait on DRAM every step
+// of their share of K, which only many blocks an SM hide: with few blocks each runs at a fraction of the SM's
+// pace (H100, fp32 x @ W.t(), under CUDA graphs: 16x3072x768, 6 tiles of 12 slices, 0.029 ms, blocked_64x128x8
+// 0.018, cuBLAS 0.020). The rules ask for two blocks an SM for x @ W.t() (32x4096x1024's 256 blocks: 0.030 ms
+// vs 0.027 on blocked_64x128x8) and one for gemv_split_rowb (4x4096x4096's 256: 0.036 vs 0.067).
+int64_t gemv_split_blocks(const KernelConfig& c, const GemmProblem& p) {
+  return tiles(p, c.bm, c.bn) * std::max<int64_t>(p.K / c.bk, 1);
 }
 
 // The split count for row c on p: the override, or the least estimated time
@@ -367,7 +369,7 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   const int64_t gemv_rows = p.allow_tf32 ? 2 : 16, split_rows = p.allow_tf32 ? 4 : 32;
   const int64_t split_from = p.N >= 2 * p.K ? 8 : 2;  // under TF32 (at most 4 rows): none where N >= 2K
   const bool split_rows_ok = k_cont && fp32 && aligned && p.M >= split_from && p.M <= split_rows;
-  const bool split_fills = gemv_split_fills(kConfigs[kGemvSplit], p, d);
+  const bool split_fills = gemv_split_blocks(kConfigs[kGemvSplit], p) >= kGemvSplitBlocksPerSm * d.num_sms;
   if (split_rows_ok && split_fills) {
     ch = pick(kGemvSplit, std::string(p.allow_tf32 ? "fp32 under TF32, 2 to 4 rows (N < 2K)"
                                                    : "fp32, 2 to 32 rows (from 8 where N >= 2K)") +
@@ -396,10 +398,16 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
                            "0.047 and 0.015, 4x4096x1024 0.014 vs 0.021 and 0.020)");
     if (ch.cfg) return ch;
   }
-  // x @ B with B row-major (n-contiguous), A k-contiguous: a lane holds 4 adjacent columns of B's rows.
-  if (fp32 && p.a.k_contiguous && !p.b.k_contiguous && aligned && p.M <= 8) {
+  // x @ B with B row-major (n-contiguous), A k-contiguous: a lane holds 4 adjacent columns of B's rows. With
+  // fewer blocks than SMs (gemv_split_blocks), more than one row goes to the tile rows (H100, under CUDA graphs,
+  // 4 and 8 rows over 768x3072, 3072x768, 1000x768, 4096x1024: blocked_64x128x8 0.009-0.022 ms vs 0.020-0.044
+  // here, cuBLAS 0.007-0.015; under TF32 tensorcore_tf32_64x64x16 0.010-0.014 vs 0.021-0.032, cuBLAS 0.009-0.012);
+  // one row stays (1x4096x1024 0.016 vs 0.021, 1x768x3072 0.014 vs 0.016; 1x1000x768 0.019 vs 0.009 is the loss).
+  if (fp32 && p.a.k_contiguous && !p.b.k_contiguous && aligned && p.M <= 8 &&
+      (p.M == 1 || gemv_split_blocks(kConfigs[kGemvSplitRowB], p) >= d.num_sms)) {
     ch = pick(kGemvSplitRowB, std::string(p.allow_tf32 ? "fp32 under TF32" : "fp32") + ", at most 8" +
-                                  " rows, B row-major (x @ B): a warp streams 512 contiguous bytes of each row of B, "
+                                  " rows (more than one where its blocks give every SM one), B row-major (x @ B): a "
+                                  "warp streams 512 contiguous bytes of each row of B, "
                                   "K split over blocks (H100: 1x8192x8192 0.094 ms vs 0.296 for blocked_k16_64x64x16, "
                                   "0.092 for cuBLAS; 4x4096x4096 0.040 vs 0.078 and 0.065; under TF32 4x8192x8192 "
                                   "0.105 vs 0.141 for tensorcore_tf32_64x64x16, 8x14336x4096 0.112 vs 0.225, "
