@@ -42,14 +42,6 @@ constexpr int kGemv = row_index("gemv_16x8"), kGemvMma = row_index("gemv_mma_16x
 constexpr int kTiled32 = row_index("tiled_32x32x32"), kTiled16 = row_index("tiled_16x16x16"),
               kTiled8 = row_index("tiled_8x8x8");
 
-// fp32 (IEEE) rows with their measured throughput per SM, relative (outputs x k
-// per SM per unit time): H200, 4096^3, each row running whole rounds of tiles:
-// 128x256 2.811 ms for 4 tiles an SM, 64x128 2.927 ms for 16, 64x64 3.280 ms for 32.
-constexpr std::pair<int, int64_t> kBlockedRates[] = {
-    {row_index("blocked_wide_128x256x8"), 117},
-    {row_index("blocked_64x128x8"), 112},
-    {row_index("blocked_k16_64x64x16"), 100},
-};
 
 // The bm x bn tiles of the whole problem: every matrix of a batch is in the grid.
 int64_t tiles(const GemmProblem& p, int bm, int bn) {
@@ -65,12 +57,10 @@ bool reads_only_its_b(const KernelConfig& c, const GemmProblem& p) {
 
 // ---- split-K: the estimated time of a row on `s` slices of K. A block's time
 // is a fixed cost (pipeline fill and drain, epilogue) plus, per element of K,
-// the slower of its operand bytes (a block's measured pace: ~100 B/ns; a TF32
-// mma.sync block's ~20, kTf32MmaSyncBytesPerNs, and up to 4 of the 64x64 ones
-// an SM, blocks_per_sm) and its MMAs
-// (per-SM rates of the H200: wgmma 7500 flop/ns half, 3750 TF32; mma.sync
-// 4900 / 2450; the blocked rows' fp32 FMAs their measured rate, 317 flop/ns
-// at relative rate 100: 64x64 tiles at 4096^3 in 3.280 ms). All SMs together
+// the slower of its operand bytes (a block's measured pace: ~100 B/ns, unless
+// kRowPaces says otherwise) and its MMAs (per-SM rates of the H200: wgmma 7500
+// flop/ns half, 3750 TF32; mma.sync 4900 / 2450; the blocked rows' fp32 FMAs
+// their kRowPaces rate). All SMs together
 // read each operand byte from HBM once (the tiles that share a panel find it in
 // L2), which bounds the whole product: where it does, more slices only add
 // reduction. Half precision at the device's peak bandwidth (from its memory clock
@@ -84,6 +74,12 @@ bool reads_only_its_b(const KernelConfig& c, const GemmProblem& p) {
 // slices where one wave leaves SMs idle (and, for fp32, the blocked rows).
 constexpr double kBlockFixedNs = 2000, kReduceLaunchNs = 3000, kSmBytesPerNs = 100, kHbmBytesPerNs = 4800,
                  kReduceBytesPerNs = 3000;
+constexpr int64_t kMaxSlabBytes = int64_t{256} << 20;  // workspace cap
+
+// The blocked rows' fp32 FMAs, 317 flop/ns an SM at relative rate 100 (outputs x k per SM per unit time; 64x64
+// tiles at 4096^3 in 3.280 ms): H200, 4096^3, each row running whole rounds of tiles, 128x256 2.811 ms for 4
+// tiles an SM (117), 64x128 2.927 ms for 16 (112).
+constexpr double kBlockedFlopPerNs = 317;
 // A TF32 mma.sync block's pace (fp32 operands through a 4-stage ring of 8 or 16 KB stages): H100, x @ B
 // 16x4096x4096 on tensorcore_tf32_64x64x16 unsplit, 1.3 MB a block in 67.8 us; at 100 B/ns the estimate left these
 // rows unsplit or under-split. With it (H100, per call under CUDA graphs, us, new / old split count / cuBLAS):
@@ -91,37 +87,54 @@ constexpr double kBlockFixedNs = 2000, kReduceLaunchNs = 3000, kSmBytesPerNs = 1
 // 25.2 (68) / 17.3; 128x131072x128 63.8 (131) / 72.9 (68) / 56.2; x @ W.t() 8x768x1000 6.1 (8) / 14.1 (1) / 5.4;
 // dY @ W 128x50257x768 111.8 (22) / 121.0 (19) / 100.5.
 constexpr double kTf32MmaSyncBytesPerNs = 20;
-// ... and an SM holds up to 4 of them (a 64x64 block: 128 threads, 4 stages of 10 KB), which together move ~27 B/ns:
+// ... and an SM holds up to 4 of the 64x64 ones (128 threads, 4 stages of 10 KB), which together move ~27 B/ns:
 // H100, x @ B 16x4096x4096 on tensorcore_tf32_64x64x16 in s slices, per call under CUDA graphs, W cold, us (the
 // estimate's figure in brackets): s2 (1 block an SM) 41.5 [38.0], s4 (2) 32.0 [30.0], s8 (4) 31.6 [30.7], s16 (8,
-// two rounds) 33.9 [34.1]; 16x4096x14336 unsplit (224 blocks, 2 an SM) 100.9 [99.1].
+// two rounds) 33.9 [34.1]; 16x4096x14336 unsplit (224 blocks, 2 an SM) 100.9 [99.1]. (The larger TF32 blocks:
+// their residency and pace together are not measured.)
 constexpr double kTf32MmaSyncSmBytesPerNs = 27;
 constexpr int64_t kTf32MmaSyncBlocksPerSm = 4;
-constexpr int64_t kMaxSlabBytes = int64_t{256} << 20;  // workspace cap
+
+// What est_ns takes for a row in place of its family's defaults (its MMA rate, kSmBytesPerNs a block, one block
+// an SM), each figure measured (above). A row not listed has the defaults: a new row adds its line here once its
+// pace is measured. The blocked rows' order is the fp32 rule's order of candidates.
+struct RowPace {
+  int row;
+  double flop_per_ns;            // a block's multiply-adds x 2 (0: the family's rate)
+  double bytes_per_ns;           // a block's operand bytes, alone on its SM (0: kSmBytesPerNs)
+  int64_t together;              // blocks an SM runs at once (blocks_per_sm says where)
+  double together_bytes_per_ns;  // those blocks' operand bytes together
+};
+constexpr RowPace kRowPaces[] = {
+    {row_index("blocked_wide_128x256x8"), kBlockedFlopPerNs * 117 / 100, 0, 1, 0},
+    {row_index("blocked_64x128x8"), kBlockedFlopPerNs * 112 / 100, 0, 1, 0},
+    {row_index("blocked_k16_64x64x16"), kBlockedFlopPerNs, 0, 1, 0},
+    {kTcTf32_256, 0, kTf32MmaSyncBytesPerNs, 1, 0},
+    {kTcTf32_128, 0, kTf32MmaSyncBytesPerNs, 1, 0},
+    {kTcTf32_64, 0, kTf32MmaSyncBytesPerNs, kTf32MmaSyncBlocksPerSm, kTf32MmaSyncSmBytesPerNs},
+};
+
+const RowPace* row_pace(const KernelConfig& c) {
+  for (const RowPace& r : kRowPaces)
+    if (&kConfigs[r.row] == &c) return &r;
+  return nullptr;
+}
 
 double mma_flop_per_ns(const KernelConfig& c, c10::ScalarType dtype) {
-  if (c.family == Family::Blocked) {
-    for (const auto& [row, rate] : kBlockedRates)
-      if (&kConfigs[row] == &c) return 317.0 * rate / 100;
-    return 317;
-  }
-  const double r = c.family == Family::Hopper ? 7500 : 4900;
-  return dtype == c10::ScalarType::Float ? r / 2 : r;
+  const RowPace* r = row_pace(c);
+  if (r != nullptr && r->flop_per_ns > 0) return r->flop_per_ns;
+  if (c.family == Family::Blocked) return kBlockedFlopPerNs;
+  const double rate = c.family == Family::Hopper ? 7500 : 4900;
+  return dtype == c10::ScalarType::Float ? rate / 2 : rate;
 }
 
-// Whether row c runs p as TF32 mma.sync blocks (their own pace and several an SM, above).
-bool tf32_mma_sync(const KernelConfig& c, const GemmProblem& p) {
-  return c.family == Family::TensorCore && p.dtype == c10::ScalarType::Float;
-}
-
-// The blocks of row c an SM runs at once, as est_ns counts them: several of tensorcore_tf32_64x64x16's where the
-// output has at least an eighth of a wave of its tiles, one otherwise and for any other row. (The larger TF32
-// blocks: their residency and pace together are not measured. Fewer tiles: more slices lost, the reduction of
-// many slabs of a small output costing more than est_ns counts; H100, per call under CUDA graphs: 64x65536x64 in
-// 256 slices 0.0241 ms vs 0.0208 in 128, x @ W.t() 8x768x1000 in 16 0.0065 vs 0.0062 in 8.)
+// The blocks of row c an SM runs at once, as est_ns counts them: its kRowPaces `together` where the output has
+// at least an eighth of a wave of its tiles, one otherwise. (Fewer tiles: more slices lost, the reduction of many
+// slabs of a small output costing more than est_ns counts; H100, tensorcore_tf32_64x64x16 per call under CUDA
+// graphs: 64x65536x64 in 256 slices 0.0241 ms vs 0.0208 in 128, x @ W.t() 8x768x1000 in 16 0.0065 vs 0.0062 in 8.)
 int64_t blocks_per_sm(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d) {
-  const bool several = &c == &kConfigs[kTcTf32_64] && tf32_mma_sync(c, p) && 8 * tiles(p, c.bm, c.bn) >= d.num_sms;
-  return several ? kTf32MmaSyncBlocksPerSm : 1;
+  const RowPace* r = row_pace(c);
+  return r != nullptr && r->together > 1 && 8 * tiles(p, c.bm, c.bn) >= d.num_sms ? r->together : 1;
 }
 
 double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, int64_t s) {
@@ -134,9 +147,10 @@ double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, 
   const double k_span = static_cast<double>(per * bk);
   const double bytes = k_span * (std::min<int64_t>(c.bm, p.M) + std::min<int64_t>(c.bn, p.N)) * esize;
   const double flops = 2.0 * c.bm * c.bn * k_span;
-  const double pace = !tf32_mma_sync(c, p) ? kSmBytesPerNs
-                      : together == 1      ? kTf32MmaSyncBytesPerNs
-                                           : kTf32MmaSyncSmBytesPerNs;
+  const RowPace* measured = row_pace(c);
+  const double pace = measured == nullptr || measured->bytes_per_ns == 0 ? kSmBytesPerNs
+                      : together == 1                                    ? measured->bytes_per_ns
+                                                                         : measured->together_bytes_per_ns;
   const double block_ns =
       kBlockFixedNs + together * std::max(bytes / pace, flops / mma_flop_per_ns(c, p.dtype));
   const double hbm = esize == 2 && d.mem_bytes_per_ns > 0 ? d.mem_bytes_per_ns : kHbmBytesPerNs;
@@ -628,9 +642,9 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   if (p.dtype == c10::ScalarType::Float) {
     const KernelConfig* best = nullptr;
     double best_ns = 0;
-    for (const auto& [row, rate] : kBlockedRates) {
-      const KernelConfig& c = kConfigs[row];
-      if (!cannot_run(c, p, d).empty()) continue;
+    for (const RowPace& r : kRowPaces) {
+      const KernelConfig& c = kConfigs[r.row];
+      if (c.family != Family::Blocked || !cannot_run(c, p, d).empty()) continue;
       const double ns = best_est_ns(c, p, d);
       if (best == nullptr || ns < best_ns) best = &c, best_ns = ns;
     }
