@@ -366,8 +366,9 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   // gemv_split from 2 to 32 rows (aligned rows; from 8 where N >= 2K, whose many
   // columns keep a warp per column busy enough; above 16 rows its blocks of 16
   // rows read the same W slice one after the other, the second from L2) where
-  // its blocks fill the SMs, else up to 16 rows on the gemv row, a warp per
-  // output column, and above 16 the tile rows. Under TF32 the IEEE rows stream W faster than TF32
+  // its blocks fill the SMs, else on the gemv row, a warp per output column (up
+  // to 16 rows; where gemv_split's rows could not fill the SMs, up to 8, or 16
+  // where K <= 1024), and above that the tile rows. Under TF32 the IEEE rows stream W faster than TF32
   // wgmma up to 4 rows where N < 2K (on an H100 within 5% either way at 4 rows, on an H200 12-30% faster), up
   // to 2 on gemv where N >= 2K (4x4096x14336 on gemv_split: 0.102 ms against 0.095 on the TF32 tile, H100).
   // The measurements in the reasons: per call under CUDA graphs, W cold in L2 and x hot (as a model's
