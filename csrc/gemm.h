@@ -54,12 +54,6 @@ struct GemmProblem {
   // the activation. 1: no split, C is written directly.
   int splits = 1;
   float* partial = nullptr;
-  // Split-K in a cluster (CUDA, the hopper rows of 64-row tiles): the kernel is
-  // launched in clusters of `cluster_splits` blocks, each computing one slice of
-  // a tile's K; they add their sums through distributed shared memory, in block
-  // order, before one epilogue (bias, activation). No workspace, no second pass;
-  // `splits` stays 1. 1: none.
-  int cluster_splits = 1;
 };
 
 // Every row start (and every batch start) of an operand is 16-byte aligned: what 16-byte loads,

@@ -7,7 +7,7 @@ import torch
 
 import tilelab_torch
 from conftest import (HALF, LAYOUTS, TOL, TOL_TF32, check_misaligned_views, check_odd_shape, fresh_seed,
-                      kernel_runs_here, make_operand, rel_err)
+                      kernel_runs_here, rel_err)
 
 pytestmark = pytest.mark.gpu
 
@@ -132,71 +132,6 @@ def test_persistent_many_tiles(high, config):
             got = torch.ops.tilelab.tiled_addmm(bias, p, q, variant=config)
             err = float((got.double() - ref).norm() / ref.norm())
             assert err <= tol, f"{config} addmm, {splits} K slices: {err:.3g}, seed={seed}"
-    finally:
-        torch.ops.tilelab._set_split_k(None)
-
-
-# The rows of 64-row tiles, which can add split-K slices up in a thread-block cluster (2 blocks; 4 where the
-# row's shared memory leaves room for 3 slots of partial sums: hopper_m64_64x64x64).
-M64_ROWS = [k.name for k in ROWS if k.block[0] == 64]
-
-
-@pytest.mark.parametrize("config", M64_ROWS)
-def test_cluster_split_k(high, config):
-    """Split-K added up in a cluster: every layout, ragged M/N edges and K tails (one slice a partial k-tile),
-    a batch, addmm's bias and a fused activation, into a poisoned output; bitwise what the second pass gives
-    (the same slices added in the same order), and bitwise the same on every call."""
-    seed = fresh_seed()
-    dtype = torch.float32 if "tf32" in config else torch.bfloat16
-    tol = TOL_TF32 if dtype == torch.float32 else TOL[dtype]
-    counts = (2, 4) if config == "hopper_m64_64x64x64" else (2,)
-
-    def run(fn, splits, cluster):
-        torch.ops.tilelab._set_split_k(splits, cluster)
-        try:
-            return fn()
-        finally:
-            torch.ops.tilelab._set_split_k(None)
-
-    for (M, N, K) in [(128, 2048, 2048), (100, 200, 1000), (64, 320, 4097), (200, 130, 449)]:
-        for la, lb in LAYOUTS:
-            a = make_operand(M, K, la, dtype, "cuda")
-            b = make_operand(K, N, lb, dtype, "cuda")
-            for s in counts:
-                out = torch.full((M, N), float("nan"), device="cuda", dtype=dtype)
-                out.copy_(run(lambda: torch.ops.tilelab.tiled_mm(a, b, variant=config), s, True))
-                assert rel_err(out, a, b) <= tol, f"{config} {M}x{N}x{K} {la}/{lb} {s} slices, seed={seed}"
-                again = run(lambda: torch.ops.tilelab.tiled_mm(a, b, variant=config), s, True)
-                assert torch.equal(out, again), f"{config} {M}x{N}x{K}: two calls differ, seed={seed}"
-                pass2 = run(lambda: torch.ops.tilelab.tiled_mm(a, b, variant=config), s, False)
-                assert torch.equal(out, pass2), f"{config} {M}x{N}x{K} {s}: cluster vs second pass, seed={seed}"
-    x = torch.randn(3, 70, 512, device="cuda", dtype=dtype)
-    y = torch.randn(3, 512, 300, device="cuda", dtype=dtype)
-    got = run(lambda: torch.ops.tilelab.tiled_bmm(x, y, variant=config), 2, True)
-    ref = x.double() @ y.double()
-    err = float((got.double() - ref).norm() / (x.double().abs() @ y.double().abs()).norm())
-    assert err <= tol, f"{config} bmm 3 x (70x512x300), 2 slices in a cluster: {err:.3g}, seed={seed}"
-    xl = torch.randn(2, 64, 1024, device="cuda", dtype=dtype)
-    w = torch.randn(384, 1024, device="cuda", dtype=dtype)
-    bias = torch.randn(384, device="cuda", dtype=dtype)
-    ref = torch.nn.functional.gelu(torch.nn.functional.linear(xl.double(), w.double(), bias.double()))
-    got = run(lambda: tilelab_torch.tiled_linear(xl, w, bias, activation="gelu", variant=config), 2, True)
-    err = float((got.double() - ref).norm() / ref.norm())
-    assert err <= tol, f"{config} linear + bias + gelu, 2 slices in a cluster: {err:.3g}, seed={seed}"
-
-
-def test_cluster_split_k_refused_where_it_cannot():
-    a = torch.randn(128, 2048, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(2048, 512, device="cuda", dtype=torch.bfloat16)
-    cases = [("hopper_128x128x64", 2), ("hopper_m64_64x96x64", 4), ("hopper_m64_64x64x64", 3)]
-    try:
-        for config, splits in cases:
-            torch.ops.tilelab._set_split_k(splits, True)
-            with pytest.raises(RuntimeError, match="cannot add .* up in a cluster"):
-                torch.ops.tilelab.tiled_mm(a, b, variant=config)
-        torch.ops.tilelab._set_split_k(2, True)
-        with pytest.raises(RuntimeError, match="cannot add"):  # K of one k-tile: one slice would be empty
-            torch.ops.tilelab.tiled_mm(a[:, :64], b[:64], variant="hopper_m64_64x64x64")
     finally:
         torch.ops.tilelab._set_split_k(None)
 

@@ -75,9 +75,6 @@ bool reads_only_its_b(const KernelConfig& c, const GemmProblem& p) {
 constexpr double kBlockFixedNs = 2000, kReduceLaunchNs = 3000, kSmBytesPerNs = 100, kHbmBytesPerNs = 4800,
                  kReduceBytesPerNs = 3000;
 constexpr int64_t kMaxSlabBytes = int64_t{256} << 20;  // workspace cap
-// Split-K in a cluster (GemmProblem::cluster_splits): the slices of a tile add up through distributed shared
-// memory inside the kernel, at about this cost, in place of the second pass's launch and slabs.
-constexpr double kClusterReduceNs = 1000;
 
 // The blocked rows' fp32 FMAs, 317 flop/ns an SM at relative rate 100 (outputs x k per SM per unit time; 64x64
 // tiles at 4096^3 in 3.280 ms): H200, 4096^3, each row running whole rounds of tiles, 128x256 2.811 ms for 4
@@ -140,8 +137,7 @@ int64_t blocks_per_sm(const KernelConfig& c, const GemmProblem& p, const DeviceI
   return r != nullptr && r->together > 1 && 8 * tiles(p, c.bm, c.bn) >= d.num_sms ? r->together : 1;
 }
 
-// cluster: the s slices add up in a cluster (kClusterReduceNs), not in a second pass.
-double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, int64_t s, bool cluster = false) {
+double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, int64_t s) {
   const int64_t bk = c.bk, kt = (p.K + bk - 1) / bk, per = (kt + s - 1) / s;
   const int64_t blocks = tiles(p, c.bm, c.bn) * s;
   // An SM's blocks, run `together` at a time in `rounds`.
@@ -159,40 +155,20 @@ double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, 
       kBlockFixedNs + together * std::max(bytes / pace, flops / mma_flop_per_ns(c, p.dtype));
   const double hbm = esize == 2 && d.mem_bytes_per_ns > 0 ? d.mem_bytes_per_ns : kHbmBytesPerNs;
   const double hbm_ns = static_cast<double>(p.M + p.N) * p.K * p.batch * esize / hbm;
-  const double reduce_ns = s == 1    ? 0.0
-                           : cluster ? kClusterReduceNs
-                                     : kReduceLaunchNs + 2.0 * s * p.batch * p.M * p.N * 4 / kReduceBytesPerNs;
+  const double reduce_ns =
+      s == 1 ? 0.0 : kReduceLaunchNs + 2.0 * s * p.batch * p.M * p.N * 4 / kReduceBytesPerNs;
   return std::max(rounds * block_ns, hbm_ns) + reduce_ns;
 }
 
-// Whether row c can add s slices of p's K up in a cluster: a hopper row with room for them (2 or 4 blocks:
-// hopper_cluster_max), every slice at least one k-tile.
-bool cluster_splits_ok(const KernelConfig& c, const GemmProblem& p, int64_t s) {
-  if (c.family != Family::Hopper || (s != 2 && s != 4) || s > hopper_cluster_max(c)) return false;
-  const int64_t kt = (p.K + c.bk - 1) / c.bk, per = (kt + s - 1) / s;
-  return (kt + per - 1) / per == s;
-}
-
-struct SplitPlan {
-  int64_t splits = 1;
-  bool cluster = false;  // the slices add up in a cluster, not in a second pass
-  double ns = 0;         // est_ns
-};
-
 // The split count with the least estimated time for row c on p, among those that
-// keep every block in one wave, blocks_per_sm an SM (at most `cap` slices; 1 when even one slice fills it),
-// reduced by a second pass or, where cluster_splits_ok, in a cluster.
-SplitPlan estimated_plan(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, int64_t cap) {
-  SplitPlan best{1, false, est_ns(c, p, d, 1)};
-  for (int64_t s = 2; s <= std::min<int64_t>(cap, 4); s += 2) {  // the clusters of every tile in one wave
-    if (!cluster_splits_ok(c, p, s) || tiles(p, c.bm, c.bn) * p.batch * s > d.num_sms) continue;
-    const double ns = est_ns(c, p, d, s, true);
-    if (ns < best.ns) best = {s, true, ns};
-  }
+// keep every block in one wave, blocks_per_sm an SM (at most `cap` slices; 1 when even one slice fills it).
+int64_t estimated_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, int64_t cap) {
   cap = std::min<int64_t>(cap, d.num_sms * blocks_per_sm(c, p, d) / std::max<int64_t>(tiles(p, c.bm, c.bn), 1));
+  int64_t best = 1;
+  double best_ns = est_ns(c, p, d, 1);
   for (int64_t s = 2; s <= cap; ++s) {
     const double ns = est_ns(c, p, d, s);
-    if (ns < best.ns) best = {s, false, ns};
+    if (ns < best_ns) best = s, best_ns = ns;
   }
   return best;
 }
@@ -206,11 +182,10 @@ int64_t split_cap(const KernelConfig& c, const GemmProblem& p) {
 
 // The least estimated time of row c on p, over its split counts.
 double best_est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d) {
-  return estimated_plan(c, p, d, split_cap(c, p)).ns;
+  return est_ns(c, p, d, estimated_splits(c, p, d, split_cap(c, p)));
 }
 
 std::atomic<int64_t> g_split_override{0};
-std::atomic<bool> g_split_override_cluster{false};
 
 // gemv_split's slices: enough blocks for two on every SM (their loads in flight are what streams B at memory
 // speed), each slice at least bk of K (as gemv_split_blocks counts them; slices of 2 * bk were slower: H100,
@@ -233,10 +208,8 @@ int64_t gemv_split_blocks(const KernelConfig& c, const GemmProblem& p) {
 }
 
 // The split count for row c on p: the override, or the least estimated time
-// among the counts that keep every block in one wave; `cluster`: whether its slices add up in a cluster (not
-// in a second pass); `why` gets the sentence.
-int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, bool& cluster, std::string& why) {
-  cluster = false;
+// among the counts that keep every block in one wave; `why` gets the sentence.
+int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, std::string& why) {
   if (!family_splits_k(c.family) || p.dtype == c10::ScalarType::Double) return 1;
   const bool gemv = c.family == Family::GemvSplit;  // its own count (gemv_split_count), not est_ns's
   const int64_t kt = (p.K + c.bk - 1) / c.bk;
@@ -245,16 +218,8 @@ int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d
   const int64_t forced = g_split_override.load();
   if (forced > 0) {
     best = std::min<int64_t>(forced, std::max<int64_t>(cap, 1));
-    cluster = g_split_override_cluster.load();
-    TORCH_CHECK(!cluster || cluster_splits_ok(c, p, best), "tilelab::_set_split_k: ", c.name, " cannot add ",
-                best, " slices of K = ", p.K, " up in a cluster (2 or 4 slices of at least one k-tile, on a hopper "
-                "row of 64-row tiles with room for them: at most ", hopper_cluster_max(c), " here)");
-  } else if (gemv) {
-    best = gemv_split_count(c, p, d, cap);
   } else {
-    const SplitPlan plan = estimated_plan(c, p, d, cap);
-    best = plan.splits;
-    cluster = plan.cluster;
+    best = gemv ? gemv_split_count(c, p, d, cap) : estimated_splits(c, p, d, cap);
   }
   if (best <= 1) return 1;
   // Slices of ceil(kt / best) k-tiles: as many as that takes, so none is empty.
@@ -262,11 +227,7 @@ int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d
   best = (kt + per - 1) / per;
   if (best <= 1) return 1;
   std::ostringstream os;
-  os << "; split-K: K in " << best << " slices of " << per * c.bk;
-  if (cluster)
-    os << ", added up in a cluster of " << best << " blocks through distributed shared memory, in block order (";
-  else
-    os << ", reduced in a fixed order (";
+  os << "; split-K: K in " << best << " slices of " << per * c.bk << ", reduced in a fixed order (";
   if (forced > 0)
     os << "forced by _set_split_k";
   else if (gemv)
@@ -274,7 +235,7 @@ int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d
        << " an SM: their loads in flight stream B at memory speed";
   else {
     const int64_t per_sm = blocks_per_sm(c, p, d);
-    os << "estimated " << static_cast<int64_t>(est_ns(c, p, d, best, cluster) / 1000) << " us vs "
+    os << "estimated " << static_cast<int64_t>(est_ns(c, p, d, best) / 1000) << " us vs "
        << static_cast<int64_t>(est_ns(c, p, d, 1) / 1000) << " us unsplit: "
        << (per_sm == 1 ? std::string("fewer tiles than SMs") : "up to " + std::to_string(per_sm) + " blocks an SM");
   }
@@ -285,7 +246,7 @@ int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d
 
 Choice with_splits(Choice ch, const GemmProblem& p, const DeviceInfo& d) {
   std::string why;
-  ch.splits = plan_splits(*ch.cfg, p, d, ch.cluster, why);
+  ch.splits = plan_splits(*ch.cfg, p, d, why);
   ch.reason += why;
   return ch;
 }
@@ -332,10 +293,9 @@ void clear_tuned() {
 
 int64_t tuned_size() { return g_tuned_size.load(); }
 
-void set_split_k_override(int64_t splits, bool cluster) {
+void set_split_k_override(int64_t splits) {
   TORCH_CHECK(splits >= 0, "tilelab::_set_split_k: splits must be >= 1 (or None, or 0, to restore the estimate), got ",
               splits);
-  g_split_override_cluster.store(cluster && splits > 1);
   g_split_override.store(splits);
 }
 

@@ -15,7 +15,6 @@ struct Choice {
   const KernelConfig* cfg = nullptr;
   std::string reason;
   int splits = 1;  // slices of K (split-K; 1: none)
-  bool cluster = false;  // the slices add up in a thread-block cluster (GemmProblem::cluster_splits), not a second pass
 };
 
 // Why row cannot run p on d (the table's columns, then the family's own
@@ -45,9 +44,8 @@ void clear_tuned();
 int64_t tuned_size();
 
 // Testing hook (torch.ops.tilelab._set_split_k): a positive count forces that
-// many K slices (at most one per k-tile) on every row whose family splits K,
-// reduced by the second pass or (cluster) in a cluster, where the row can (an
-// error where it cannot); 0 restores the estimate.
-void set_split_k_override(int64_t splits, bool cluster = false);
+// many K slices (at most one per k-tile) on every row whose family splits K;
+// 0 restores the estimate.
+void set_split_k_override(int64_t splits);
 
 }  // namespace tilelab

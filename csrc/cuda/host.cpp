@@ -78,8 +78,7 @@ at::Tensor gemm_cuda(const char* op, const at::Tensor* bias, const at::Tensor& a
   const Choice choice = choose_for(call.problem, device_info(a.get_device()), variant, tile);
   if (finish_without_product(call)) return call.out;
   GemmProblem p = call.problem;
-  p.splits = choice.cluster ? 1 : choice.splits;
-  p.cluster_splits = choice.cluster ? choice.splits : 1;
+  p.splits = choice.splits;
   // The tile families' register epilogues take no activation: they store
   // act-free, then one pass applies it (launch.h, applies_activation).
   const bool act_after = p.act != Activation::None && !applies_activation(choice.cfg->family, p);
@@ -111,7 +110,6 @@ std::string explain_json(const GemmProblem& p, const Choice& choice, const Devic
      << ", \"M\": " << p.M << ", \"N\": " << p.N << ", \"K\": " << p.K
      << ", \"dtype\": \"" << dtype_str(p.dtype) << "\", \"a_layout\": \"" << layout_name(p.a, true)
      << "\", \"b_layout\": \"" << layout_name(p.b, false) << "\", \"split_k\": " << choice.splits
-     << ", \"split_k_in\": \"" << (choice.splits <= 1 ? "" : choice.cluster ? "cluster" : "second pass") << "\""
      << ", \"reason\": \"" << json_escape(choice.reason)
      << "\"}";
   return os.str();

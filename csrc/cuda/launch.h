@@ -71,10 +71,6 @@ constexpr bool family_splits_k(Family f) { return family_tile_epilogue(f) || f =
 // slice of K), which applies p.act itself (launch_hopper.cu).
 bool hopper_fuses_activation(const GemmProblem& p);
 
-// The most blocks a cluster of hopper row `row` splits K over, adding their sums through distributed shared
-// memory (GemmProblem::cluster_splits; its 64-row tiles, as its shared memory leaves room): 4, 2, or 1 (none).
-int hopper_cluster_max(const KernelConfig& row);
-
 // Whether family f's kernel (with split-K, its reduction) applies p.act: every
 // family but the tile families' register epilogues; else gemm_cuda applies it
 // after the product, in one pass.
@@ -168,7 +164,7 @@ inline bool is_even(const GemmProblem& p, int tm, int tn, int tk) {
 
 // What a launcher asks the driver about its kernel once per device, not on every call (a driver call
 // per launch would add to the host cost of every product).
-enum class DeviceFact { kSmemOptIn, kBlocksPerSm, kClustersOf2, kClustersOf4 };
+enum class DeviceFact { kSmemOptIn, kBlocksPerSm };
 
 // The value `make` returns (positive) for kKernel's fact kFact on the current device: computed on the
 // first call on that device, then read back (devices past the first 64 compute it on every call).

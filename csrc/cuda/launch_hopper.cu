@@ -105,42 +105,9 @@ void launch_one(const GemmProblem& p0, cudaStream_t stream) {
   const CUtensorMap map_c_tail = store_c && kTailCols > 0 ? make_map(p.c, p.dtype, p.N, p.M, p.batch, p.sc_m, p.sc_b,
                                                                      hopper::kStoreRows, kTailCols)
                                                           : map_c;  // unused
-  const int cs = p.cluster_splits;
-  if (cs <= 1) {
-    kernel<<<persistent_grid(p, BM, BN), hopper::threads<BM>(), smem, stream>>>(
-        map_a, map_b, map_c, map_c_tail, device_args<T>(p), a_batch ? 1 : 0, b_batch ? 1 : 0, store_c ? 1 : 0);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    return;
-  }
-  // Split-K in a cluster: clusters of cs blocks, as many as fit on the GPU at once (at most one per tile), each
-  // walking the tiles as one persistent block would.
-  constexpr int kMax = kPingPong ? 1 : hopper::cluster_max<BM, BN, kStages>();
-  TORCH_CHECK(cs <= kMax && (cs == 2 || cs == 4), "tilelab: internal error: ", cs,
-              " blocks a cluster for a hopper row that reduces at most ", kMax, " (2 or 4) in one");
-  cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = static_cast<unsigned>(cs);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.blockDim = dim3(hopper::threads<BM>());
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  auto fits = [&] {
-    cfg.gridDim = dim3(static_cast<unsigned>(cs * 64));
-    int n = 0;
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, kernel, &cfg));
-    TORCH_CHECK(n > 0, "tilelab: no cluster of ", cs, " blocks of ", BM, "x", BN, " tiles fits on this GPU");
-    return n;
-  };
-  const int clusters = cs == 2 ? once_per_device<kernel, DeviceFact::kClustersOf2>(fits)
-                               : once_per_device<kernel, DeviceFact::kClustersOf4>(fits);
-  const int64_t count = PersistentGrouped<kGroupM>::count_of(p.M, p.N, BM, BN, 1, p.batch);
-  cfg.gridDim = dim3(static_cast<unsigned>(cs * std::max<int64_t>(1, std::min<int64_t>(count, clusters))));
-  C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_c, map_c_tail, device_args<T>(p),
-                                    a_batch ? 1 : 0, b_batch ? 1 : 0, store_c ? 1 : 0));
+  kernel<<<persistent_grid(p, BM, BN), hopper::threads<BM>(), smem, stream>>>(
+      map_a, map_b, map_c, map_c_tail, device_args<T>(p), a_batch ? 1 : 0, b_batch ? 1 : 0, store_c ? 1 : 0);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 // TF32 wgmma reads only k-contiguous operands: a column-major A / row-major B
@@ -170,17 +137,6 @@ bool hopper_fuses_activation(const GemmProblem& p) {
   return p.partial == nullptr && p.splits <= 1 && (p.bias == nullptr || p.sbias_m == 0) &&
          reinterpret_cast<uintptr_t>(p.c) % 16 == 0 && (p.sc_m * esz) % 16 == 0 &&
          (p.batch == 1 || (p.sc_b * esz) % 16 == 0);
-}
-
-int hopper_cluster_max(const KernelConfig& row) {
-  int n = 1;
-  if (row.family != Family::Hopper) return n;
-  visit_family<Family::Hopper>(row, [&](auto r) {
-    constexpr KernelConfig c = kConfigs[decltype(r)::value];
-    constexpr bool kPingPong = c.bm == 128 && c.warps_m == 4;
-    n = kPingPong ? 1 : hopper::cluster_max<c.bm, c.bn, c.stages>();
-  });
-  return n;
 }
 
 std::string hopper_cannot_run(const KernelConfig& row, const GemmProblem&, const DeviceInfo& d) {

@@ -17,7 +17,7 @@ TORCH_LIBRARY_IMPL(tilelab, CUDA, m) {
 }
 
 namespace {
-void set_split_k(std::optional<int64_t> splits, bool cluster) { set_split_k_override(splits.value_or(0), cluster); }
+void set_split_k(std::optional<int64_t> splits) { set_split_k_override(splits.value_or(0)); }
 void tune_set(c10::string_view key, c10::string_view kernel, double ms, c10::string_view rule_kernel,
               double rule_ms) {
   set_tuned(std::string(key), TunedEntry{std::string(kernel), ms, std::string(rule_kernel), rule_ms});
@@ -29,7 +29,7 @@ void tune_set(c10::string_view key, c10::string_view kernel, double ms, c10::str
 // (tilelab_torch.explain_described). The tune cache (tilelab_torch.tune /
 // load_tuned): set an entry, clear them all, count them.
 TORCH_LIBRARY_FRAGMENT(tilelab, m) {
-  m.def("_set_split_k(int? splits, bool cluster=False) -> ()", &set_split_k);
+  m.def("_set_split_k(int? splits) -> ()", &set_split_k);
   m.def("_explain_described(Tensor a, Tensor b, int sm, int num_sms, *, str? variant=None, int? tile=None, "
         "float? mem_gbps=None) -> str",
         &explain_described);

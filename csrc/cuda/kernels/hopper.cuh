@@ -121,34 +121,15 @@ template <int BM>
 constexpr int store_bytes() {  // 32 KB for 8 consumer warps, 16 KB for 4
   return consumer_groups<BM>() * 4 * 2 * kStoreBoxBytes;
 }
-// Split-K in a cluster (64-row tiles, one consumer warpgroup of 4 warps): the cs blocks of a cluster compute
-// cs slices of one tile's K, and each block adds up the rows of 4 / cs of its warps, the others' partial sums of
-// those rows arriving in its receive buffer (cs - 1 slots of 4 / cs warps x 32 lanes x BN / 2 floats).
-template <int BM, int BN>
-constexpr int cluster_recv_bytes(int cs) {
-  return BM == 64 && cs > 1 ? (cs - 1) * (4 / cs) * 32 * (BN / 2) * 4 : 0;
-}
-constexpr int kMaxSmemBytes = kSm90SmemBytes;  // dynamic shared memory a block may have on sm_90
-// Without the receive buffer: the ring of kStages stages (the table row's stages:
+// Dynamic shared memory: the ring of kStages stages (the table row's stages:
 // 4 x 48 KB for 128x256, 4 x 40 KB for 128x192 and 128x160, 6 x 32 KB for 128x128 and 128x96, 8 x 24 KB
 // for 128x64, 12 x 16 KB for 64x64, 8 x 24 KB for 64x96), the store buffers, 1 KB of slack to align both
-// to 1024 bytes (the swizzle atom), and the mbarriers (full and empty per stage, two for the cluster's sums).
-template <int BM, int BN, int kStages>
-constexpr int base_smem_bytes() {
-  return kStages * stage_bytes<BM, BN>() + store_bytes<BM>() + 1024 + 2 * 8 * kStages + 16;
-}
-// The most blocks a cluster of this row may split K over (4, 2 or 1: none), as its receive buffer fits.
-template <int BM, int BN, int kStages>
-constexpr int cluster_max() {
-  if (BM != 64) return 1;
-  if (base_smem_bytes<BM, BN, kStages>() + cluster_recv_bytes<BM, BN>(4) <= kMaxSmemBytes) return 4;
-  if (base_smem_bytes<BM, BN, kStages>() + cluster_recv_bytes<BM, BN>(2) <= kMaxSmemBytes) return 2;
-  return 1;
-}
+// to 1024 bytes (the swizzle atom), and the mbarriers.
 template <int BM, int BN, int kStages>
 constexpr int smem_bytes() {
-  return base_smem_bytes<BM, BN, kStages>() + cluster_recv_bytes<BM, BN>(cluster_max<BM, BN, kStages>());
+  return kStages * stage_bytes<BM, BN>() + store_bytes<BM>() + 1024 + 2 * 8 * kStages;
 }
+constexpr int kMaxSmemBytes = kSm90SmemBytes;  // dynamic shared memory a block may have on sm_90
 
 #ifdef TILELAB_HOPPER_DEVICE
 // ---- mbarriers
@@ -168,47 +149,6 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
     asm volatile(
         "{\n.reg .pred p;\n"
         "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-
-// ---- clusters: the block's rank and the cluster's size, a barrier of all their threads, and another block's
-// shared memory (its address of ours; stores, and arrivals on its mbarriers that release our earlier writes).
-__device__ __forceinline__ uint32_t cluster_size() {
-  uint32_t n;
-  asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(n));
-  return n;
-}
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ uint32_t map_rank(uint32_t addr, uint32_t rank) {
-  uint32_t r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
-  return r;
-}
-__device__ __forceinline__ void st_cluster_v4(uint32_t addr, float x, float y, float z, float w) {
-  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(x), "f"(y), "f"(z), "f"(w)
-               : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_remote(uint32_t cluster_bar) {
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_bar) : "memory");
-}
-// mbar_wait, acquiring what other blocks of the cluster released with their arrivals.
-__device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
         "selp.u32 %0, 1, 0, p;\n}\n"
         : "=r"(done)
         : "r"(bar), "r"(parity)
@@ -510,13 +450,6 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
   const uint32_t bars = staging + store_bytes<BM>();  // full[s] at bars + 8s, empty[s] at bars + 8(kStages + s)
   auto full = [&](int s) { return bars + 8 * s; };
   auto empty = [&](int s) { return bars + 8 * (kStages + s); };
-  // Split-K in a cluster (launched in clusters of cs blocks, cs > 1: 64-row tiles only): `recv_full` completes
-  // when the other blocks' partial sums of this block's rows have arrived in `recv` (for the block's j-th tile:
-  // phase j), `recv_free` when the blocks this one sent to have read them (it may send the next tile's).
-  constexpr bool kClusterRows = cluster_max<BM, BN, kStages>() > 1 && !kPingPong;
-  const uint32_t recv_full = bars + 16 * kStages, recv_free = recv_full + 8, recv = recv_free + 8;
-  const int cs = kClusterRows ? static_cast<int>(cluster_size()) : 1;
-  const int rank = kClusterRows && cs > 1 ? static_cast<int>(cluster_rank()) : 0;
   // A stage is released by every consumer warp that read it: both warpgroups'
   // (cooperative) or the one warpgroup's whose tile it holds (ping-pong).
   constexpr int kReleases = kPingPong ? kConsumerWarps / 2 : kConsumerWarps;
@@ -527,35 +460,19 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
       mbar_init(full(s), 1);            // the producer's expect_tx arrival (+ the bytes)
       mbar_init(empty(s), kReleases);   // one arrival per consumer warp
     }
-    if (cs > 1) {  // every thread of the 4 / cs warps that own a row of another block's, in the cs - 1 others
-      mbar_init(recv_full, (cs - 1) * (4 / cs) * 32);
-      mbar_init(recv_free, (cs - 1) * (4 / cs) * 32);
-    }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
-  if (cs > 1) cluster_sync();  // the other blocks' mbarriers exist before anyone arrives on them
 
   const PersistentGrouped<kGroupM> sched(p.M, p.N, BM, BN, (p.K + kTileK - 1) / kTileK, p.splits, p.batch);
-  // A cluster walks the list as one block would; its block `rank` computes slice `rank` of each tile's K.
-  const int64_t first = blockIdx.x / cs, stride = gridDim.x / cs;
-  auto work = [&](int64_t i) {
-    WorkTile w = sched.at(i);
-    if (cs > 1) {
-      const int kt = w.k_end - w.k_begin;
-      w.k_end = w.k_begin + split_k_begin(kt, cs, rank + 1);
-      w.k_begin += split_k_begin(kt, cs, rank);
-    }
-    return w;
-  };
 
   if (wg == 0) {
     // ---------------- producer: every tile of the block, in order; `it` is the ring position.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
     if (tid == 0) {
       int it = 0;
-      for (int64_t i = first; i < sched.count; i += stride) {
-        const WorkTile w = work(i);
+      for (int64_t i = blockIdx.x; i < sched.count; i += gridDim.x) {
+        const WorkTile w = sched.at(i);
         const int m0 = w.tm * BM, n0 = w.tn * BN;
         const int za = a_batch ? w.batch : 0, zb = b_batch ? w.batch : 0;
         for (int kt = w.k_begin; kt < w.k_end; ++kt, ++it) {
@@ -597,8 +514,8 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
     int it = 0;   // the ring position of this tile's first k-tile
     int j = 0;    // the block's tile count so far
     int box = 0;  // the warp's staging buffer for its next TMA-store box (the two alternate)
-    for (int64_t i = first; i < sched.count; i += stride, ++j) {
-      const WorkTile w = work(i);
+    for (int64_t i = blockIdx.x; i < sched.count; i += gridDim.x, ++j) {
+      const WorkTile w = sched.at(i);
       const int ktiles = w.k_end - w.k_begin;
       if (kPingPong && (j % 2) != c) {  // the other warpgroup's tile: only its ring slots
         it += ktiles;
@@ -665,55 +582,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
       for (int h = 0; h < kHalves; ++h) fence_regs(d[h]);
       if (ktiles > 0 && lane == 0) mbar_arrive(empty((it - 1) % kStages));  // the tile's last stage
       // Ping-pong: the other warpgroup may start its next tile's MMAs (if the block has one for it).
-      if (kPingPong && i + stride < sched.count) bar_arrive(kOrderBar + (1 - c), 256);
-
-      // Split-K in a cluster: the 16 rows of warp w belong to block w / (4 / cs). A warp whose rows are another
-      // block's sends them its sums (into slot `rank`, skipping the owner's own) and is done with the tile; the
-      // owner's warp adds the cs partial sums in block order (the same inputs give bitwise the same output) and
-      // goes on to the epilogue. Lane l's BN / 2 floats are float4 j at ((slot x 4 / cs + w % (4 / cs)) x BN / 8
-      // + j) x 32 + l: a warp's 16-byte accesses are consecutive.
-      if constexpr (kClusterRows) {
-        if (cs > 1) {
-          const int per = 4 / cs, owner = warp / per;
-          auto slot_addr = [&](int from, int to) {
-            const int slot = from < to ? from : from - 1;
-            return recv + static_cast<uint32_t>(((slot * per + warp % per) * (BN / 8) * 32 + lane) * 16);
-          };
-          if (owner != rank) {
-            if (j > 0) mbar_wait_cluster(recv_free, (j - 1) & 1);  // the owner has read the last tile's
-            const uint32_t dst = map_rank(slot_addr(rank, owner), owner);
-#pragma unroll
-            for (int q = 0; q < BN / 8; ++q)
-              st_cluster_v4(dst + q * 32 * 16, d[0][4 * q], d[0][4 * q + 1], d[0][4 * q + 2], d[0][4 * q + 3]);
-            mbar_arrive_remote(map_rank(recv_full, owner));
-            continue;
-          }
-          mbar_wait_cluster(recv_full, j & 1);
-#pragma unroll
-          for (int q = 0; q < BN / 8; ++q) {
-            float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-            for (int r = 0; r < cs; ++r) {
-              float4 v;
-              if (r == rank) {
-                v = make_float4(d[0][4 * q], d[0][4 * q + 1], d[0][4 * q + 2], d[0][4 * q + 3]);
-              } else {
-                asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-                             : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                             : "r"(slot_addr(r, rank) + q * 32 * 16)
-                             : "memory");
-              }
-              if (r == 0) {
-                sum = v;
-              } else {
-                sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
-              }
-            }
-            d[0][4 * q] = sum.x, d[0][4 * q + 1] = sum.y, d[0][4 * q + 2] = sum.z, d[0][4 * q + 3] = sum.w;
-          }
-          for (int r = 0; r < cs; ++r)
-            if (r != rank) mbar_arrive_remote(map_rank(recv_free, r));  // its slot here is free again
-        }
-      }
+      if (kPingPong && i + gridDim.x < sched.count) bar_arrive(kOrderBar + (1 - c), 256);
 
       // Epilogue. Thread layout of a 64 x BN wgmma accumulator: warp w owns rows
       // 16w..16w+15; lane (g = lane/4, t = lane%4) holds, for every 8-column
@@ -830,10 +699,6 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
       });
     }
     if (store_c && lane == 0) bulk_wait_all();  // the block's last writes have landed
-    if constexpr (kClusterRows) {
-      // A warp that sent sums stays until their owner has read them: its arrival lands in this block's memory.
-      if (cs > 1 && warp / (4 / cs) != rank && j > 0) mbar_wait_cluster(recv_free, (j - 1) & 1);
-    }
   }
 #else
   // Not compiled for sm_90a: the chooser never launches this (launch_hopper.cu: hopper_cannot_run).
