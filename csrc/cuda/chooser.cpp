@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <iomanip>
 #include <mutex>
 #include <sstream>
@@ -104,14 +105,24 @@ struct RowPace {
   double bytes_per_ns;           // a block's operand bytes, alone on its SM (0: kSmBytesPerNs)
   int64_t together;              // blocks an SM runs at once (blocks_per_sm says where)
   double together_bytes_per_ns;  // those blocks' operand bytes together
+  int64_t resident;              // blocks an SM holds at once, where the rounds past the first go `resident`
+                                 // to an SM (est_ns; 1: rounds of `together`)
 };
+// blocked_64x128x8 (167-199 registers for 128 threads) holds 2 blocks an SM: with 3 an SM they take two rounds of
+// 2 (H100, fp32, per call under CUDA graphs, W cold: x @ W.t() 4096x3072x768, 384 tiles of 64x128, 0.578 ms,
+// where the SM's rate shared by 3 said 0.431; 0.470 on 128x256 in 4 slices of K, 0.419 for cuBLAS;
+// 1576x3072x768 in 4 slices, 4.5 blocks an SM, 0.241, three rounds of 2 by this estimate: 0.240), over many
+// rounds their share of the slots (dW 5632x4096x2048, 10.7 an SM: 1.99 ms, 5.3 rounds' worth).
+// blocked_k16_64x64x16 shares its SM's rate as est_ns assumes (4096x768x768, 768 tiles, 5.8 an SM: 0.131 ms,
+// estimated 0.131), blocked_wide_128x256x8 (217-255 registers for 256 threads) runs one block an SM.
+constexpr int64_t kResidentMinK = 512;  // the least K a block of a `resident` row spans for est_ns to pair them
 constexpr RowPace kRowPaces[] = {
-    {row_index("blocked_wide_128x256x8"), kBlockedFlopPerNs * 117 / 100, 0, 1, 0},
-    {row_index("blocked_64x128x8"), kBlockedFlopPerNs * 112 / 100, 0, 1, 0},
-    {row_index("blocked_k16_64x64x16"), kBlockedFlopPerNs, 0, 1, 0},
-    {kTcTf32_256, 0, kTf32MmaSyncBytesPerNs, 1, 0},
-    {kTcTf32_128, 0, kTf32MmaSyncBytesPerNs, 1, 0},
-    {kTcTf32_64, 0, kTf32MmaSyncBytesPerNs, kTf32MmaSyncBlocksPerSm, kTf32MmaSyncSmBytesPerNs},
+    {row_index("blocked_wide_128x256x8"), kBlockedFlopPerNs * 117 / 100, 0, 1, 0, 1},
+    {row_index("blocked_64x128x8"), kBlockedFlopPerNs * 112 / 100, 0, 1, 0, 2},
+    {row_index("blocked_k16_64x64x16"), kBlockedFlopPerNs, 0, 1, 0, 1},
+    {kTcTf32_256, 0, kTf32MmaSyncBytesPerNs, 1, 0, 1},
+    {kTcTf32_128, 0, kTf32MmaSyncBytesPerNs, 1, 0, 1},
+    {kTcTf32_64, 0, kTf32MmaSyncBytesPerNs, kTf32MmaSyncBlocksPerSm, kTf32MmaSyncSmBytesPerNs, 1},
 };
 
 const RowPace* row_pace(const KernelConfig& c) {
@@ -140,14 +151,26 @@ int64_t blocks_per_sm(const KernelConfig& c, const GemmProblem& p, const DeviceI
 double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, int64_t s) {
   const int64_t bk = c.bk, kt = (p.K + bk - 1) / bk, per = (kt + s - 1) / s;
   const int64_t blocks = tiles(p, c.bm, c.bn) * s;
-  // An SM's blocks, run `together` at a time in `rounds`.
+  // An SM's blocks, run `together` at a time in `rounds` (in units of one block's time).
   const int64_t per_sm = (blocks + d.num_sms - 1) / d.num_sms;
-  const int64_t together = std::min(per_sm, blocks_per_sm(c, p, d)), rounds = (per_sm + together - 1) / together;
+  const RowPace* measured = row_pace(c);
+  // Rounds of `together` blocks sharing the SM's pace. A row whose blocks an SM holds `resident` at once (more
+  // than one) takes them one round while they fit (at most one slot each: blocks an SM x one block's time); past
+  // that the next blocks take the SMs whose blocks end first, `resident` to an SM, so a round costs `resident`
+  // blocks' time: whole rounds up to three, beyond that the blocks' share of the slots (their ends drift apart).
+  // (Not for blocks of a few hundred k: they start and end too fast to pair up, H100, fp32 dW 768x128x3072 on
+  // 64x128, 3 blocks an SM: 0.0236 ms, which two rounds of 2 put at 0.032.)
+  const int64_t together = std::min(per_sm, blocks_per_sm(c, p, d));
+  const int64_t resident = measured == nullptr || per * bk < kResidentMinK ? 1 : measured->resident;
+  const double slot_rounds = static_cast<double>(blocks) / (static_cast<double>(d.num_sms) * resident);
+  const double rounds = resident <= 1      ? static_cast<double>((per_sm + together - 1) / together)
+                        : per_sm <= resident ? static_cast<double>(per_sm)
+                        : slot_rounds <= 3   ? static_cast<double>(resident) * std::ceil(slot_rounds)
+                                             : static_cast<double>(resident) * slot_rounds;
   const double esize = static_cast<double>(c10::elementSize(p.dtype));
   const double k_span = static_cast<double>(per * bk);
   const double bytes = k_span * (std::min<int64_t>(c.bm, p.M) + std::min<int64_t>(c.bn, p.N)) * esize;
   const double flops = 2.0 * c.bm * c.bn * k_span;
-  const RowPace* measured = row_pace(c);
   const double pace = measured == nullptr || measured->bytes_per_ns == 0 ? kSmBytesPerNs
                       : together == 1                                    ? measured->bytes_per_ns
                                                                          : measured->together_bytes_per_ns;
@@ -160,10 +183,17 @@ double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, 
   return std::max(rounds * block_ns, hbm_ns) + reduce_ns;
 }
 
-// The split count with the least estimated time for row c on p, among those that
-// keep every block in one wave, blocks_per_sm an SM (at most `cap` slices; 1 when even one slice fills it).
+// The split count with the least estimated time for row c on p, among those of at most kSplitRounds rounds of
+// blocks (blocks_per_sm or `resident` an SM; at most `cap` slices; 1 when even one slice fills them). Several
+// rounds win where one leaves SMs idle and a slice count fills them evenly: H100, per call under CUDA graphs,
+// W cold, ms, one round / four: fp32 x @ W.t() 4096x3072x768 0.578 (64x128, 1 slice) / 0.470 (128x256, 4;
+// cuBLAS 0.419); dY @ W 4096x50257x768 9.08 / 6.57 (6.05); TF32 dW 3072x12608x768 0.641 (tensorcore 128x256,
+// 1) / 0.418 (7; 0.280); 768x12608x768 0.145 (128x128, 3) / 0.113 (7; 0.092).
+constexpr int64_t kSplitRounds = 4;
 int64_t estimated_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, int64_t cap) {
-  cap = std::min<int64_t>(cap, d.num_sms * blocks_per_sm(c, p, d) / std::max<int64_t>(tiles(p, c.bm, c.bn), 1));
+  const RowPace* r = row_pace(c);
+  const int64_t per_sm = std::max(blocks_per_sm(c, p, d), r == nullptr ? int64_t{1} : r->resident);
+  cap = std::min<int64_t>(cap, kSplitRounds * d.num_sms * per_sm / std::max<int64_t>(tiles(p, c.bm, c.bn), 1));
   int64_t best = 1;
   double best_ns = est_ns(c, p, d, 1);
   for (int64_t s = 2; s <= cap; ++s) {
@@ -208,7 +238,7 @@ int64_t gemv_split_blocks(const KernelConfig& c, const GemmProblem& p) {
 }
 
 // The split count for row c on p: the override, or the least estimated time
-// among the counts that keep every block in one wave; `why` gets the sentence.
+// among the counts of at most kSplitRounds rounds of blocks; `why` gets the sentence.
 int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, std::string& why) {
   if (!family_splits_k(c.family) || p.dtype == c10::ScalarType::Double) return 1;
   const bool gemv = c.family == Family::GemvSplit;  // its own count (gemv_split_count), not est_ns's
@@ -234,10 +264,12 @@ int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d
     os << best * tiles(p, c.bm, c.bn) << " blocks, " << kGemvSplitBlocksPerSm
        << " an SM: their loads in flight stream B at memory speed";
   else {
-    const int64_t per_sm = blocks_per_sm(c, p, d);
+    const int64_t per_sm = blocks_per_sm(c, p, d), t = tiles(p, c.bm, c.bn);
     os << "estimated " << static_cast<int64_t>(est_ns(c, p, d, best) / 1000) << " us vs "
        << static_cast<int64_t>(est_ns(c, p, d, 1) / 1000) << " us unsplit: "
-       << (per_sm == 1 ? std::string("fewer tiles than SMs") : "up to " + std::to_string(per_sm) + " blocks an SM");
+       << (per_sm > 1     ? "up to " + std::to_string(per_sm) + " blocks an SM"
+           : t < d.num_sms ? std::string("fewer tiles than SMs")
+                           : std::to_string(t) + " tiles leave SMs of their last round idle");
   }
   os << ")";
   why = os.str();
