@@ -12,6 +12,7 @@ pytestmark = pytest.mark.skipif(not tilelab_torch.built_with_cuda(),
                                 reason="a CPU-only build has no CUDA dispatcher")
 
 H200 = dict(sm=90, num_sms=132)
+H100 = dict(H200, mem_gbps=3352)  # its DRAM bandwidth in the estimate
 A100 = dict(sm=80, num_sms=108)
 BF16 = torch.bfloat16
 
@@ -323,7 +324,6 @@ def test_split_k_bounded_by_the_devices_bandwidth(high):
     """Half precision: the estimate's bound is the device's DRAM bandwidth (mem_gbps; an H100's 3352 GB/s
     against the H200's 4800 a described GPU gets), so where reading the operands once already takes
     longer than a block's slice, the H100 gets fewer slices. The 4-byte (TF32) rows keep the H200's bound."""
-    H100 = dict(H200, mem_gbps=3352)
     for operands, M, K, N, fewer in [(linear, 64, 4096, 4096, 1), (mm, 64, 65536, 64, 57),
                                      (linear, 64, 14336, 4096, 1)]:
         h200 = explain_described(*operands(M, K, N), **H200).details["split_k"]
@@ -386,20 +386,15 @@ def test_fp32_blocked_by_estimated_time_with_splits(operands, M, K, N, row, spli
     assert e.kernel == row and (e.details["split_k"] > 1) == split and "estimated time" in e.reason, e
 
 
-def dw(M, K, N, dtype):
-    """A weight gradient's operands: dY^T (M x K, column-major: dY is K x M row-major) @ X (K x N row-major)."""
-    return torch.empty(K, M, dtype=dtype).t(), torch.empty(K, N, dtype=dtype)
-
-
 @pytest.mark.parametrize("operands,M,K,N,row,splits", [
     # 384 tiles of 64x128, 3 an SM: two rounds of the 2 an SM holds; 128x256 in 4 slices, 3 rounds of 96 tiles
     (linear, 4096, 3072, 768, "blocked_wide_128x256x8", 4),
     (mm, 4096, 768, 768, "blocked_k16_64x64x16", 1),
-    (dw, 768, 128, 3072, "blocked_64x128x8", 1),  # blocks of 128 k: too short to pair up (kResidentMinK)
+    (weight_grad, 768, 128, 3072, "blocked_64x128x8", 1),  # blocks of 128 k: too short to pair up (kResidentMinK)
     (mm, 1000, 1000, 1000, "blocked_64x128x8", 1)])  # 128 tiles: one an SM, no second round
 def test_fp32_blocks_an_sm_holds(operands, M, K, N, row, splits):
     """blocked_64x128x8: an SM holds two blocks, and a third waits for a second round of two (est_ns)."""
-    e = explain_described(*operands(M, K, N, torch.float32), sm=90, num_sms=132, mem_gbps=3352)
+    e = explain_described(*operands(M, K, N, torch.float32), **H100)
     assert (e.kernel, e.details["split_k"]) == (row, splits), e
 
 
@@ -407,7 +402,7 @@ def test_fp32_blocks_an_sm_holds(operands, M, K, N, row, splits):
 def test_splits_over_several_rounds(high, M, K, N):
     """A weight gradient whose tiles leave a wave's SMs idle: K in more slices than one wave of blocks holds,
     the rounds filling the SMs evenly (TF32 mma.sync 128x256: 72 tiles, 5-7 slices)."""
-    e = explain_described(*dw(M, K, N, torch.float32), sm=90, num_sms=132, mem_gbps=3352)
+    e = explain_described(*weight_grad(M, K, N, torch.float32), **H100)
     tiles = -(-M // 128) * -(-N // 256)
     assert e.kernel == "tensorcore_tf32_128x256x32" and tiles * e.details["split_k"] > 132, e
     assert "split-K" in e.reason and "estimated" in e.reason, e

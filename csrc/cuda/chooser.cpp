@@ -163,10 +163,9 @@ double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, 
   const int64_t together = std::min(per_sm, blocks_per_sm(c, p, d));
   const int64_t resident = measured == nullptr || per * bk < kResidentMinK ? 1 : measured->resident;
   const double slot_rounds = static_cast<double>(blocks) / (static_cast<double>(d.num_sms) * resident);
-  const double rounds = resident <= 1      ? static_cast<double>((per_sm + together - 1) / together)
-                        : per_sm <= resident ? static_cast<double>(per_sm)
-                        : slot_rounds <= 3   ? static_cast<double>(resident) * std::ceil(slot_rounds)
-                                             : static_cast<double>(resident) * slot_rounds;
+  const double rounds = resident == 1 || per_sm <= resident ? static_cast<double>((per_sm + together - 1) / together)
+                        : slot_rounds <= 3 ? static_cast<double>(resident) * std::ceil(slot_rounds)
+                                           : static_cast<double>(resident) * slot_rounds;
   const double esize = static_cast<double>(c10::elementSize(p.dtype));
   const double k_span = static_cast<double>(per * bk);
   const double bytes = k_span * (std::min<int64_t>(c.bm, p.M) + std::min<int64_t>(c.bn, p.N)) * esize;
