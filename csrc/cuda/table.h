@@ -77,12 +77,6 @@ inline constexpr KernelConfig kConfigs[] = {
   // 64 x 96: fewer bytes a stage than 128x64 at nearly as many tiles (128 tokens through a 2048 -> 5632
   // projection: 118 tiles against 88). A row-major B is read in whole 64-column boxes (128 columns a stage).
   {"hopper_m64_64x96x64",        "hopper_m64",      Family::Hopper,     96,  64,  96, 64,  4, 1,  256, 8, 0, kF16 | kBF16, 90, false, "wgmma m64n96k16 (fp32 acc) + TMA, 128B swizzle, 8-stage mbarrier ring, producer + 1 consumer warpgroup"},
-  // clusters of 2 blocks on vertically adjacent 64x64 tiles, each loading half of their common B stage and
-  // multicasting it into both (TMA multicast): 12 KB read from L2 a stage and block instead of 16.
-  {"hopper_mc_128x128x64",       "hopper_mc",       Family::Hopper,    128, 128, 128, 64,  8, 1,  384, 6, 0, kF16 | kBF16, 90, false, "wgmma m64n128k16 (fp32 acc) + TMA, 6-stage ring, producer + 2 consumer warpgroups, clusters of 2 blocks multicasting B"},
-  {"hopper_mc_128x256x64",       "hopper_mc",       Family::Hopper,    256, 128, 256, 64,  8, 1,  384, 4, 0, kF16 | kBF16, 90, false, "wgmma m64n256k16 (fp32 acc) + TMA, 4-stage ring, producer + 2 consumer warpgroups, clusters of 2 blocks multicasting B"},
-  {"hopper_mc_128x192x64",       "hopper_mc",       Family::Hopper,    192, 128, 192, 64,  8, 1,  384, 4, 0, kF16 | kBF16, 90, false, "wgmma m64n192k16 (fp32 acc) + TMA, 4-stage ring, producer + 2 consumer warpgroups, clusters of 2 blocks multicasting B"},
-  {"hopper_mc_128x160x64",       "hopper_mc",       Family::Hopper,    160, 128, 160, 64,  8, 1,  384, 4, 0, kF16 | kBF16, 90, false, "wgmma m64n160k16 (fp32 acc) + TMA, 4-stage ring, producer + 2 consumer warpgroups, clusters of 2 blocks multicasting B"},
   // 160 wide: a fuller last wave where 192 leaves SMs idle (DeepGEMM's unaligned BLOCK_N): a 3072 x 768 weight
   // gradient is 120 tiles of 128x160 on 132 SMs against 96 of 128x192. A tile's last box is 32 columns wide
   // (stored through its own map). No rule picks it (variant= or tune() do): bf16 3072 x 768 over K = 12608,
