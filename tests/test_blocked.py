@@ -82,6 +82,41 @@ def test_blocked_rejects_other_dtypes(dtype):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("config", BLOCKED)
+@pytest.mark.parametrize("splits", [1, 3])
+def test_blocked_scalar_store_epilogue(config, splits):
+    """Outputs whose rows are not 16-byte aligned (N % 4 != 0), and split-K slabs, take the epilogue whose
+    warps exchange values so that a store writes 32 consecutive columns of one row: every column residue,
+    rows and columns past a tile's edge, a column bias (addmm) and a row bias, into NaN-poisoned outputs,
+    bitwise the same on a second call."""
+    seed = fresh_seed()
+    bm, bn, _ = BLOCK[config]
+    torch.ops.tilelab._set_split_k(splits)
+    try:
+        for M, N, K in [(bm + 3, bn + 1, 67), (2 * bm - 1, 2 * bn + 2, 131), (5, 3 * bn + 3, 40), (bm, 7, 9)]:
+            a = torch.randn(M, K, device="cuda")
+            b = torch.randn(N, K, device="cuda").t()  # F.linear's layout
+            for bias in (None, torch.randn(N, device="cuda"), torch.randn(M, 1, device="cuda")):
+                ref = a.double() @ b.double() + (0 if bias is None else bias.double())
+                poison = Poisoned(M * N, torch.float32, "cuda")
+                if bias is None:
+                    out = tilelab_torch.tiled_mm(a, b, variant=config)
+                    again = tilelab_torch.tiled_mm(a, b, variant=config)
+                else:
+                    out = tilelab_torch.tiled_addmm(bias, a, b, variant=config)
+                    again = tilelab_torch.tiled_addmm(bias, a, b, variant=config)
+                what = f"{config} {M}x{K}x{N} splits={splits} bias={None if bias is None else tuple(bias.shape)}"
+                assert poison.reused(out), what
+                assert not torch.isnan(out).any(), f"{what}: unwritten output, seed={seed}"
+                scale = (a.double().abs() @ b.double().abs()).norm() + (0 if bias is None else bias.double().norm())
+                err = float((out.double() - ref).norm() / scale)
+                assert err <= TOL[torch.float32], f"{what}: {err:.3g}, seed={seed}"
+                assert torch.equal(out, again), f"{what}: two calls differ, seed={seed}"
+    finally:
+        torch.ops.tilelab._set_split_k(None)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("config", BLOCKED)
 def test_blocked_aligned_copy_path(config):
     """Above the launcher's size threshold (M*N*K*batch >= 2^29), an operand that
     is unit-stride along m (A) / n (B) but not 16-byte aligned is first copied
