@@ -84,10 +84,9 @@ def test_blocked_rejects_other_dtypes(dtype):
 @pytest.mark.parametrize("config", BLOCKED)
 @pytest.mark.parametrize("splits", [1, 3])
 def test_blocked_scalar_store_epilogue(config, splits):
-    """Outputs whose rows are not 16-byte aligned (N % 4 != 0), and split-K slabs, take the epilogue whose
-    warps exchange values so that a store writes 32 consecutive columns of one row: every column residue,
-    rows and columns past a tile's edge, a column bias (addmm) and a row bias, into NaN-poisoned outputs,
-    bitwise the same on a second call."""
+    """Outputs whose rows are not 16-byte aligned (N % 4 != 0) and split-K slabs take the epilogue's
+    scalar stores: every column residue, rows and columns past a tile's edge, a column bias (addmm) and a
+    row bias, into NaN-poisoned outputs, bitwise the same on a second call."""
     seed = fresh_seed()
     bm, bn, _ = BLOCK[config]
     torch.ops.tilelab._set_split_k(splits)

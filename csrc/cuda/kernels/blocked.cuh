@@ -391,48 +391,16 @@ __global__ void __launch_bounds__(BlockedShape<BM, BN, BK, TM, TN, kPad, kStages
     out.bias = nullptr;
   }
   with_epilogue(p, [&](auto epi) {
-    using Epi = decltype(epi);
-    if (vec && !Epi::kPart) {
 #pragma unroll
-      for (int i = 0; i < TM; ++i) {
-        const int m = m0 + wm0 + (i / 4) * 16 + ly * 4 + i % 4;
-        if (m >= p.M || m < m_lo) continue;
-        const auto row = output_row<Epi>(out, bz, m, w.split);
+    for (int i = 0; i < TM; ++i) {
+      const int m = m0 + wm0 + (i / 4) * 16 + ly * 4 + i % 4;
+      if (m >= p.M || m < m_lo) continue;
+      const auto row = output_row<decltype(epi)>(out, bz, m, w.split);
 #pragma unroll
-        for (int j = 0; j < TN / 4; ++j)
-          row.store_quad(n0 + wn0 + j * 32 + lx * 4, n_lo, acc[i][4 * j], acc[i][4 * j + 1], acc[i][4 * j + 2],
-                         acc[i][4 * j + 3], vec);
-      }
-      return;
+      for (int j = 0; j < TN / 4; ++j)
+        row.store_quad(n0 + wn0 + j * 32 + lx * 4, n_lo, acc[i][4 * j], acc[i][4 * j + 1], acc[i][4 * j + 2],
+                       acc[i][4 * j + 3], vec);
     }
-    // Scalar stores (rows not 16-byte aligned, and split-K slabs): the warp first exchanges its values so that
-    // one store writes 32 consecutive columns of one row, lane L column 32j + L (its owner: lane-row s, lane-column
-    // L / 4, slot L % 4), not 4 columns a lane 16 bytes apart, which touch 4x the 32-byte sectors a row.
-    // (H100, fp32 x @ W.t() on blocked_wide_128x256x8, per call: 4096x768x50257 7.42 ms with those, 6.81 at
-    // N = 50256.) Uniform: every lane shuffles, the stores are predicated.
-    const int slot = lane % 4;
-#pragma unroll
-    for (int ib = 0; ib < TM / 4; ++ib)
-#pragma unroll
-      for (int r = 0; r < 4; ++r)
-#pragma unroll
-        for (int s = 0; s < 4; ++s) {
-          const int m = m0 + wm0 + ib * 16 + s * 4 + r;  // lane-row s's row r of block row ib
-          const bool m_ok = m < p.M && m >= m_lo;
-          const auto row = output_row<Epi>(out, bz, m_ok ? m : m_lo, w.split);
-          const int src = s * 8 + lane / 4;
-#pragma unroll
-          for (int j = 0; j < TN / 4; ++j) {
-            float v = 0.0f;
-#pragma unroll
-            for (int t = 0; t < 4; ++t) {
-              const float x = __shfl_sync(0xffffffffu, acc[ib * 4 + r][4 * j + t], src);
-              if (slot == t) v = x;
-            }
-            const int n = n0 + wn0 + j * 32 + lane;
-            if (m_ok && n < p.N && n >= n_lo) row.store(n, v);
-          }
-        }
   });
 }
 
