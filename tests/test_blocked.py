@@ -85,8 +85,9 @@ def test_blocked_rejects_other_dtypes(dtype):
 @pytest.mark.parametrize("splits", [1, 3])
 def test_blocked_scalar_store_epilogue(config, splits):
     """Outputs whose rows are not 16-byte aligned (N % 4 != 0) and split-K slabs take the epilogue's
-    scalar stores: every column residue, rows and columns past a tile's edge, a column bias (addmm) and a
-    row bias, into NaN-poisoned outputs, bitwise the same on a second call."""
+    shifted 16-byte stores (each lane's window moved left by its row's misalignment, the warp's edge columns
+    stored as scalars): every column residue, rows and columns past a tile's edge, a column bias (addmm) and
+    a row bias, a batch, into NaN-poisoned outputs, bitwise the same on a second call."""
     seed = fresh_seed()
     bm, bn, _ = BLOCK[config]
     torch.ops.tilelab._set_split_k(splits)
@@ -110,6 +111,15 @@ def test_blocked_scalar_store_epilogue(config, splits):
                 err = float((out.double() - ref).norm() / scale)
                 assert err <= TOL[torch.float32], f"{what}: {err:.3g}, seed={seed}"
                 assert torch.equal(out, again), f"{what}: two calls differ, seed={seed}"
+        # A batch whose matrices start at another misalignment each (N * M % 4 != 0).
+        a = torch.randn(3, bm + 1, 37, device="cuda")
+        b = torch.randn(3, 37, bn + 3, device="cuda")
+        poison = Poisoned(a.shape[0] * a.shape[1] * b.shape[2], torch.float32, "cuda")
+        out = tilelab_torch.tiled_bmm(a, b, variant=config)
+        assert poison.reused(out) and not torch.isnan(out).any(), f"{config} bmm: unwritten output, seed={seed}"
+        ref = a.double() @ b.double()
+        err = float((out.double() - ref).norm() / (a.double().abs() @ b.double().abs()).norm())
+        assert err <= TOL[torch.float32], f"{config} bmm splits={splits}: {err:.3g}, seed={seed}"
     finally:
         torch.ops.tilelab._set_split_k(None)
 
