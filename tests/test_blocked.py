@@ -85,9 +85,8 @@ def test_blocked_rejects_other_dtypes(dtype):
 @pytest.mark.parametrize("splits", [1, 3])
 def test_blocked_scalar_store_epilogue(config, splits):
     """Outputs whose rows are not 16-byte aligned (N % 4 != 0) and split-K slabs take the epilogue's
-    shifted 16-byte stores (each lane's window moved left by its row's misalignment, the warp's edge columns
-    stored as scalars): every column residue, rows and columns past a tile's edge, a column bias (addmm) and
-    a row bias, a batch, into NaN-poisoned outputs, bitwise the same on a second call."""
+    scalar stores: every column residue, rows and columns past a tile's edge, a column bias (addmm) and a
+    row bias, a batch, into NaN-poisoned outputs, bitwise the same on a second call."""
     seed = fresh_seed()
     bm, bn, _ = BLOCK[config]
     torch.ops.tilelab._set_split_k(splits)

@@ -391,86 +391,15 @@ __global__ void __launch_bounds__(BlockedShape<BM, BN, BK, TM, TN, kPad, kStages
     out.bias = nullptr;
   }
   with_epilogue(p, [&](auto epi) {
-    using Epi = decltype(epi);
-    if (vec && !Epi::kPart) {
-#pragma unroll
-      for (int i = 0; i < TM; ++i) {
-        const int m = m0 + wm0 + (i / 4) * 16 + ly * 4 + i % 4;
-        if (m >= p.M || m < m_lo) continue;
-        const auto row = output_row<Epi>(out, bz, m, w.split);
-#pragma unroll
-        for (int j = 0; j < TN / 4; ++j)
-          row.store_quad(n0 + wn0 + j * 32 + lx * 4, n_lo, acc[i][4 * j], acc[i][4 * j + 1], acc[i][4 * j + 2],
-                         acc[i][4 * j + 3], vec);
-      }
-      return;
-    }
-    // Rows that do not start on 16 bytes (N % 4 != 0, an offset C) and split-K slabs: 16-byte stores all the
-    // same, each lane's float4 shifted left by the row's misalignment s (floats past 16 bytes at the warp's
-    // first column): the previous lane's last s values, then its own first 4 - s (shuffled over from lane
-    // lx - 1, or for lane 0 from lane 7's previous 32-column block). The warp's first 4 - s and last s columns
-    // go out as scalars. Scalar stores throughout cost ~10% (H100, fp32 x @ W.t() on blocked_wide_128x256x8,
-    // 4096x768x50257: 7.42 ms against 6.81 at N = 50256; by ncu 4x the store requests and 4.4x the L2 write
-    // sectors; a warp-transposed scalar store, 32 columns of one row each, was no faster, 81fcb13).
-    const int c0 = n0 + wn0;  // the warp's first column
-    const int src = ly * 8 + (lx + 7) % 8;
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
       const int m = m0 + wm0 + (i / 4) * 16 + ly * 4 + i % 4;
-      const bool m_ok = m < p.M && m >= m_lo;
-      const auto row = output_row<Epi>(out, bz, m_ok ? m : m_lo, w.split);
-      float* const dst = Epi::kPart ? row.part : row.c;
-      const int sh = static_cast<int>(((reinterpret_cast<uintptr_t>(dst) >> 2) + c0) & 3);
-      const auto put = [&](int n, float x) {  // one scalar, inside [n_lo, N)
-        if (m_ok && n >= n_lo && n < p.N) row.store(n, x);
-      };
+      if (m >= p.M || m < m_lo) continue;
+      const auto row = output_row<decltype(epi)>(out, bz, m, w.split);
 #pragma unroll
-      for (int j = 0; j < TN / 4; ++j) {
-        float pv[4];  // lane lx - 1's values of block j (lane 0: lane 7's of block j - 1)
-#pragma unroll
-        for (int t = 0; t < 4; ++t) {
-          const float send = lx == 7 ? (j > 0 ? acc[i][4 * (j - 1) + t] : 0.0f) : acc[i][4 * j + t];
-          pv[t] = __shfl_sync(0xffffffffu, send, src);
-        }
-        const int n = c0 + j * 32 + lx * 4;  // this lane's first column
-        if (j == 0 && lx == 0) {  // the warp's first 4 - sh columns (all 4 when aligned)
-#pragma unroll
-          for (int t = 0; t < 4; ++t)
-            if (t < 4 - sh) put(n + t, acc[i][t]);
-          if (sh == 0) continue;
-        } else {
-          // The aligned window [n - sh, n - sh + 4): element t is own value t - sh, or the previous lane's
-          // 4 + t - sh (selects on the run-time sh: no indexing of registers).
-          const auto sel = [](float v0, float v1, float v2, float v3, int k) {
-            return k == 0 ? v0 : k == 1 ? v1 : k == 2 ? v2 : v3;
-          };
-          float q[4];
-#pragma unroll
-          for (int t = 0; t < 4; ++t) {
-            const int k = t - sh;
-            q[t] = k >= 0 ? sel(acc[i][4 * j], acc[i][4 * j + 1], acc[i][4 * j + 2], acc[i][4 * j + 3], k)
-                          : sel(pv[0], pv[1], pv[2], pv[3], k + 4);
-          }
-          const int wn = n - sh;
-          if (m_ok && wn >= n_lo && wn + 3 < p.N) {
-            if constexpr (Epi::kPart) {
-              *reinterpret_cast<float4*>(dst + wn) = make_float4(q[0], q[1], q[2], q[3]);
-            } else {
-              *reinterpret_cast<float4*>(dst + wn) =
-                  make_float4(row.value(wn, q[0]), row.value(wn + 1, q[1]), row.value(wn + 2, q[2]),
-                              row.value(wn + 3, q[3]));
-            }
-          } else {
-#pragma unroll
-            for (int t = 0; t < 4; ++t) put(wn + t, q[t]);
-          }
-        }
-        if (j == TN / 4 - 1 && lx == 7) {  // the warp's last sh columns
-#pragma unroll
-          for (int t = 1; t < 4; ++t)
-            if (t >= 4 - sh) put(n + t, acc[i][4 * j + t]);
-        }
-      }
+      for (int j = 0; j < TN / 4; ++j)
+        row.store_quad(n0 + wn0 + j * 32 + lx * 4, n_lo, acc[i][4 * j], acc[i][4 * j + 1], acc[i][4 * j + 2],
+                       acc[i][4 * j + 3], vec);
     }
   });
 }
