@@ -260,9 +260,11 @@ def test_kernels_table_columns():
         assert k.name.endswith(f"{bm}x{bn}" + (f"x{bk}" if bk else "")), k
         wm, wn = k.warps
         if k.family == "hopper":  # a producer warpgroup and a consumer warpgroup per 64 rows of the tile
-            # (cooperative: bm / 16 x 1 warps), or two that take turns with whole 128-row tiles (ping-pong: 4 x 1)
-            assert k.threads == 128 * (1 + bm // 64) and bm in (64, 128) and wn == 1, k
-            assert wm == (4 if k.variant == "hopper_pingpong" else bm // 16), k
+            # (cooperative: bm / 16 x 1 warps), or two that take turns with whole 128-row tiles (ping-pong: 4 x 1);
+            # swap-AB rows name C's tile, bm x bn, and compute C^T's, bn x bm
+            km = bn if k.variant == "hopper_swap" else bm
+            assert k.threads == 128 * (1 + km // 64) and km in (64, 128) and wn == 1, k
+            assert wm == (4 if k.variant == "hopper_pingpong" else km // 16), k
         elif k.family == "gemv_mma":  # one warp tile covering the block tile: threads / 32 warps split K
             assert (wm, wn) == (1, 1) and k.threads % 32 == 0 and k.stages >= 2, k
         elif wm:  # MMA/FMA warps

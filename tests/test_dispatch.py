@@ -148,9 +148,28 @@ def test_narrow_rows_below_a_wave(operands, M, K, N, row):
     assert explain_described(*operands(M, K - 24, N), **H200).kernel == row
 
 
-@pytest.mark.parametrize("M,K,N", [(1576, 3072, 768), (1576, 768, 768), (1800, 1024, 768), (800, 4096, 1536)])
+@pytest.mark.parametrize("operands", [mm, linear], ids=["mm", "linear"])
+@pytest.mark.parametrize("M,K,N", [(1576, 3072, 768), (1576, 768, 768), (1576, 2304, 768), (1200, 2048, 768)])
+def test_swap_ab_for_a_wave_of_72_row_tiles(operands, M, K, N):
+    """Fewer 128x128 tiles than SMs and a wave of 72x128 swap-AB tiles (ViT-B/16 at batch 8: 1576 tokens x 768
+    outputs, 132 tiles against 78), A k-contiguous: hopper_swap_72x128x64, in either layout of B."""
+    e = explain_described(*operands(M, K, N), **H200)
+    assert e.kernel == "hopper_swap_72x128x64" and "swap-AB" in e.reason, e
+    assert e.details["split_k"] == 1, e
+    # More than a wave of them (2048 rows: 29 x 6 = 174), fewer than 1024 rows, a column-major A, or fp32: another
+    # row.
+    assert explain_described(*operands(2048, K, N), **H200).kernel != "hopper_swap_72x128x64"
+    assert explain_described(*operands(1000, K, N), **H200).kernel != "hopper_swap_72x128x64"
+    a, b = operands(M, K, N)
+    assert explain_described(torch.empty(K, M, dtype=BF16).t(), b, **H200).kernel != "hopper_swap_72x128x64"
+    assert explain_described(*operands(M, K, N, torch.float32), **H200).kernel != "hopper_swap_72x128x64"
+    # A full wave of 128x128 tiles (3 x 768 columns): the wave rules.
+    assert explain_described(*operands(M, K, 3 * N), **H200).kernel != "hopper_swap_72x128x64"
+
+
+@pytest.mark.parametrize("M,K,N", [(1800, 1024, 768), (800, 4096, 1536)])
 def test_128x96_between_narrow_rows_and_a_wave(M, K, N):
-    """More 128x64 tiles than SMs, fewer 128x128 ones, a wave of 128x96 (ViT-B/16 at batch 8: fc2 and proj), x @
+    """More 128x64 tiles than SMs, fewer 128x128 ones, more 72x128 swap-AB tiles than SMs, a wave of 128x96, x @
     W.t(): hopper_128x96x64. A row-major B (dy @ W) or an N of ragged 96-wide tiles keeps 128x128."""
     e = explain_described(*linear(M, K, N), **H200)
     assert e.kernel == "hopper_128x96x64" and "128x96" in e.reason, e

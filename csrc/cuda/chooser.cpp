@@ -26,7 +26,7 @@ namespace {
 
 constexpr int kHopper256 = row_index("hopper_128x256x64"), kHopper128 = row_index("hopper_128x128x64");
 constexpr int kHopper192 = row_index("hopper_128x192x64"), kHopper64 = row_index("hopper_128x64x64"),
-              kHopper96 = row_index("hopper_128x96x64");
+              kHopper96 = row_index("hopper_128x96x64"), kHopperSwap = row_index("hopper_swap_72x128x64");
 constexpr int kHopperPingPong = row_index("hopper_pingpong_128x128x64"), kHopperM64 = row_index("hopper_m64_64x64x64"),
               kHopperM64x96 = row_index("hopper_m64_64x96x64");
 constexpr int kHopperTf32_256 = row_index("hopper_tf32_128x256x32"),
@@ -584,6 +584,23 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
                            "0.0098 with 128x64, 0.0139 with 64x64 and 0.0136 with 128x128)");
         if (ch.cfg) return ch;
       }
+    }
+    // Fewer 128x128 tiles than SMs, and a wave of swap-AB tiles, 72 rows x 128 columns (wgmma's N on the rows,
+    // stepping by 8: 1576 tokens are 22 tiles of 72): all SMs on the product at 25 KB a k-step (cuBLAS's tile
+    // there). A k-contiguous A (x, dY), which becomes the swapped product's k-contiguous B: its 72 rows are
+    // one box. Where 128x128 tiles fill a wave the wave rules below win (1576x768x2304: 0.0164 ms against 0.0130
+    // for hopper_128x256x64). At least 1024 rows: below, it lost where it was measured (1000^3 0.0127 ms against
+    // 0.0107 for 128x128, cause not established; 640x4096x1024 0.0209 against 0.0182 for hopper_128x64x64).
+    const int64_t tiles_swap = tiles(p, 72, 128);
+    if (half && p.a.k_contiguous && p.M >= 1024 && tiles128 < sms && tiles_swap <= sms &&
+        tiles_swap > tiles(p, 128, 96)) {
+      ch = pick(kHopperSwap, "sm_90, fewer 128x128 tiles than SMs and a wave of 72x128 swap-AB tiles (" +
+                                 std::to_string(tiles_swap) + " against " + std::to_string(tiles128) +
+                                 "): more SMs at fewer bytes a k-step (H100, bf16, per call under CUDA graphs: dY @ W "
+                                 "1576x3072x768 0.0166 ms vs 0.0190 for hopper_128x128x64, 1576x768x640 0.0066 vs "
+                                 "0.0073; x @ W.t() + bias 1200x2048x768 0.0118 vs 0.0141, 1576x3072x768 0.0163 vs "
+                                 "0.0169 for hopper_128x96x64)");
+      if (ch.cfg) return ch;
     }
     // Between the narrow rows' range and a wave of 128x128 tiles, x @ W.t() over whole 96-wide column tiles: 128x96
     // tiles put up to a third more SMs on the product at 28 KB a k-step against 32 (ViT-B/16 at batch 8, 1576

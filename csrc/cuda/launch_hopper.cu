@@ -77,10 +77,12 @@ dim3 persistent_grid(const GemmProblem& p, int bm, int bn) {
   return dim3(static_cast<unsigned>(std::max<int64_t>(1, std::min(count, sms))));
 }
 
-template <typename T, int BM, int BN, int kStages, bool kPingPong, bool kAK, bool kBK>
-void launch_one(const GemmProblem& p0, cudaStream_t stream) {
+// p0: the product as the kernel computes it (for a swap-AB row, the transposed one: swapped()); store_c:
+// hopper_fuses_activation of the caller's product.
+template <typename T, int BM, int BN, int kStages, bool kPingPong, bool kSwap, bool kAK, bool kBK>
+void launch_one(const GemmProblem& p0, bool store_c, cudaStream_t stream) {
   constexpr int smem = hopper::smem_bytes<BM, BN, kStages>();
-  constexpr auto kernel = hopper_kernel<T, BM, BN, kStages, kAK, kBK, kPingPong>;
+  constexpr auto kernel = hopper_kernel<T, BM, BN, kStages, kAK, kBK, kPingPong, kSwap>;
   allow_smem<kernel>(smem);
   GemmProblem p = p0;
   align_operand_rows(p);
@@ -96,13 +98,16 @@ void launch_one(const GemmProblem& p0, cudaStream_t stream) {
                                 : make_map(a.data, p.dtype, p.M, p.K, ba, lda, a.s_batch, kTileK);
   const CUtensorMap map_b = kBK ? make_map(b.data, p.dtype, p.K, p.N, bb, ldb, b.s_batch, BN)
                                 : make_map(b.data, p.dtype, p.N, p.K, bb, ldb, b.s_batch, kTileK);
-  const bool store_c = hopper_fuses_activation(p);
   TORCH_CHECK(store_c || p.act == Activation::None,
               "tilelab: internal error: an activation for the hopper register epilogue (the host applies it)");
-  const CUtensorMap map_c = store_c ? make_map(p.c, p.dtype, p.N, p.M, p.batch, p.sc_m, p.sc_b, hopper::kStoreRows)
-                                    : map_b;  // unused
+  // C's map: boxes of 64 (n) x 16 (m), 128-byte swizzled; swap-AB: C is p's transpose (N rows of M), stored
+  // in unswizzled boxes of 16 columns (one warp's 16 rows of the transposed tile) x BN rows.
+  const CUtensorMap map_c =
+      !store_c ? map_b  // unused
+      : kSwap  ? make_map(p.c, p.dtype, p.M, p.N, p.batch, p.sc_m, p.sc_b, BN, hopper::kStoreRows)
+               : make_map(p.c, p.dtype, p.N, p.M, p.batch, p.sc_m, p.sc_b, hopper::kStoreRows);
   constexpr int kTailCols = hopper::store_tail_cols<T, BN>();
-  const CUtensorMap map_c_tail = store_c && kTailCols > 0 ? make_map(p.c, p.dtype, p.N, p.M, p.batch, p.sc_m, p.sc_b,
+  const CUtensorMap map_c_tail = store_c && !kSwap && kTailCols > 0 ? make_map(p.c, p.dtype, p.N, p.M, p.batch, p.sc_m, p.sc_b,
                                                                      hopper::kStoreRows, kTailCols)
                                                           : map_c;  // unused
   kernel<<<persistent_grid(p, BM, BN), hopper::threads<BM>(), smem, stream>>>(
@@ -117,13 +122,26 @@ void launch_tf32(const GemmProblem& p0, cudaStream_t stream) {
   GemmProblem p = p0;
   if (!p.a.k_contiguous) flip_contiguity(p, p.a, true);
   if (!p.b.k_contiguous) flip_contiguity(p, p.b, false);
-  launch_one<float, BM, BN, kStages, false, true, true>(p, stream);
+  launch_one<float, BM, BN, kStages, false, false, true, true>(p, hopper_fuses_activation(p), stream);
 }
 
-template <typename T, int BM, int BN, int kStages, bool kPingPong>
+// The transposed product C^T = B^T A^T of p, as a swap-AB kernel reads it: the operands trade places (an
+// Operand addresses (batch, mn, k) whatever its role), M and N too, and the bias's strides; C keeps its
+// pointer and strides (the kernel stores C^T's element (m, n) at C[n][m]).
+GemmProblem swapped(const GemmProblem& p) {
+  GemmProblem q = p;
+  std::swap(q.a, q.b);
+  std::swap(q.M, q.N);
+  std::swap(q.sbias_m, q.sbias_n);
+  return q;
+}
+
+template <typename T, int BM, int BN, int kStages, bool kPingPong, bool kSwap>
 void launch_layouts(const GemmProblem& p, cudaStream_t stream) {
-  with_layouts(p, [&](auto ak, auto bk) {
-    launch_one<T, BM, BN, kStages, kPingPong, decltype(ak)::value, decltype(bk)::value>(p, stream);
+  const bool store_c = hopper_fuses_activation(p);
+  const GemmProblem q = kSwap ? swapped(p) : p;
+  with_layouts(q, [&](auto ak, auto bk) {
+    launch_one<T, BM, BN, kStages, kPingPong, kSwap, decltype(ak)::value, decltype(bk)::value>(q, store_c, stream);
   });
 }
 
@@ -155,17 +173,22 @@ void launch_hopper(const KernelConfig& row, const GemmProblem& p) {
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
   visit_family<Family::Hopper>(row, [&](auto r) {
     constexpr KernelConfig c = kConfigs[decltype(r)::value];
-    static_assert((c.bm == 128 || c.bm == 64) && c.threads == hopper::threads<c.bm>(),
+    // Swap-AB rows (variant hopper_swap) name their tile in C's terms, bm x bn; the kernel computes C^T in
+    // tiles of bn x bm (kBM x kBN).
+    constexpr bool kSwap = same_name(c.variant, "hopper_swap");
+    constexpr int kBM = kSwap ? c.bn : c.bm, kBN = kSwap ? c.bm : c.bn;
+    static_assert((kBM == 128 || kBM == 64) && c.threads == hopper::threads<kBM>(),
                   "hopper rows: 128 x BN tiles on 3 warpgroups, or 64 x BN on 2");
     // warps_m: the MMA warps on one tile -- 4 a 64-row consumer warpgroup (cooperative: one or two of
     // them), or 4 on a 128-row tile (ping-pong: one warpgroup computes the whole tile, the other the next).
-    constexpr bool kPingPong = c.bm == 128 && c.warps_m == 4;
-    static_assert((c.warps_m == c.bm / 16 || kPingPong) && c.warps_n == 1,
+    constexpr bool kPingPong = !kSwap && c.bm == 128 && c.warps_m == 4;
+    static_assert((c.warps_m == kBM / 16 || kPingPong) && c.warps_n == 1,
                   "hopper: a consumer warp of 16 rows per 16 rows of the tile, or 4 of 32 rows (ping-pong)");
     static_assert(!kPingPong || (!c.tf32 && c.bn == 128), "hopper: ping-pong rows are half precision, 128 x 128");
     static_assert(c.min_sm == 90 && c.pad == 0, "wgmma and TMA need sm_90(a); the swizzle replaces padding");
     if constexpr (c.tf32) {
       static_assert(c.dtypes == kF32 && c.bk == hopper::tile_k<float>(), "TF32 rows: fp32, 32 of K per stage");
+      static_assert(!kSwap, "hopper: swap-AB rows are half precision");
       TORCH_CHECK(p.dtype == at::kFloat, "tilelab: ", c.name, " needs float32 inputs");
       static_assert(!kPingPong, "hopper: TF32 rows are cooperative");
       launch_tf32<c.bm, c.bn, c.stages>(p, stream);
@@ -174,9 +197,9 @@ void launch_hopper(const KernelConfig& row, const GemmProblem& p) {
     static_assert(c.tf32 || (c.dtypes == (kF16 | kBF16) && c.bk == hopper::tile_k<c10::Half>()),
                   "half rows: float16/bfloat16, 64 of K per stage");
     if (p.dtype == at::kHalf)
-      launch_layouts<c10::Half, c.bm, c.bn, c.stages, kPingPong>(p, stream);
+      launch_layouts<c10::Half, kBM, kBN, c.stages, kPingPong, kSwap>(p, stream);
     else if (p.dtype == at::kBFloat16)
-      launch_layouts<c10::BFloat16, c.bm, c.bn, c.stages, kPingPong>(p, stream);
+      launch_layouts<c10::BFloat16, kBM, kBN, c.stages, kPingPong, kSwap>(p, stream);
     else
       TORCH_CHECK(false, "tilelab: ", c.name, " needs float16 or bfloat16 inputs");
   });

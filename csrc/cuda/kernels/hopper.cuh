@@ -225,6 +225,8 @@ __device__ __forceinline__ void fence_regs(float (&d)[R]) {
 #define TILELAB_WG_REGS48 \
   TILELAB_WG_REGS32 ","   \
   "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47"
+#define TILELAB_WG_REGS36 \
+  TILELAB_WG_REGS32 ",%32,%33,%34,%35"
 #define TILELAB_WG_REGS80 \
   TILELAB_WG_REGS64 ","   \
   "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79"
@@ -233,6 +235,7 @@ __device__ __forceinline__ void fence_regs(float (&d)[R]) {
 #define TILELAB_F32(d, i) TILELAB_F8(d, i), TILELAB_F8(d, i + 8), TILELAB_F8(d, i + 16), TILELAB_F8(d, i + 24)
 #define TILELAB_F64(d, i) TILELAB_F32(d, i), TILELAB_F32(d, i + 32)
 #define TILELAB_F16(d, i) TILELAB_F8(d, i), TILELAB_F8(d, i + 8)
+#define TILELAB_F4(d, i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
 // One wgmma.mma_async m64nBNk16, D += A * B, fp32 accumulators; kTransA/kTransB:
 // the operand is m/n-contiguous in shared memory.
 #define TILELAB_WGMMA(N, TY, REGS, DA, DB, SC, TA, TB, ...)                                        \
@@ -285,8 +288,13 @@ __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t desc_a, uint6
       TILELAB_WGMMA(96, "bf16", TILELAB_WG_REGS48, 48, 49, 50, 51, 52, TILELAB_F32(d, 0), TILELAB_F16(d, 32));
     else
       TILELAB_WGMMA(96, "f16", TILELAB_WG_REGS48, 48, 49, 50, 51, 52, TILELAB_F32(d, 0), TILELAB_F16(d, 32));
+  } else if constexpr (BN == 72) {
+    if constexpr (kBf16)
+      TILELAB_WGMMA(72, "bf16", TILELAB_WG_REGS36, 36, 37, 38, 39, 40, TILELAB_F32(d, 0), TILELAB_F4(d, 32));
+    else
+      TILELAB_WGMMA(72, "f16", TILELAB_WG_REGS36, 36, 37, 38, 39, 40, TILELAB_F32(d, 0), TILELAB_F4(d, 32));
   } else {
-    static_assert(BN == 64, "hopper: BN is 64, 96, 128, 160, 192 (half precision) or 256");
+    static_assert(BN == 64, "hopper: BN is 64, 72, 96, 128, 160, 192 (half precision) or 256");
     if constexpr (kBf16)
       TILELAB_WGMMA(64, "bf16", TILELAB_WG_REGS32, 32, 33, 34, 35, 36, TILELAB_F32(d, 0));
     else
@@ -298,6 +306,7 @@ __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t desc_a, uint6
 #undef TILELAB_F64
 #undef TILELAB_F32
 #undef TILELAB_F16
+#undef TILELAB_F4
 #undef TILELAB_F8
 #undef TILELAB_WG_REGS128
 #undef TILELAB_WG_REGS96
@@ -305,6 +314,7 @@ __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t desc_a, uint6
 #undef TILELAB_WG_REGS32
 #undef TILELAB_WG_REGS80
 #undef TILELAB_WG_REGS48
+#undef TILELAB_WG_REGS36
 
 #endif  // TILELAB_HOPPER_DEVICE
 
@@ -419,7 +429,14 @@ __device__ __forceinline__ void bar_arrive(int id, int threads) {
 // two shared-memory boxes of 16 x 128 bytes, alternately, and the TMA writes
 // them (clipped at M and N, asynchronously: the warp goes on to its next tile
 // while the writes drain). Otherwise the threads store from registers.
-template <typename T, int BM, int BN, int kStages, bool kAK, bool kBK, bool kPingPong>
+//
+// kSwap (swap-AB, the hopper_swap rows): the launcher hands over the transposed product, C^T = B^T A^T
+// (p's A is the caller's B, p's M the caller's N, p's bias strides swapped), so the tile's BN columns run
+// along the caller's rows: wgmma's N, which steps by 8, sizes the tile along M (72 rows: 1576 tokens in 22
+// tiles), where its M steps by 64. The tile is stored transposed: C^T(m, n) is C[n][m] at c + n * sc_m + m
+// (a split-K slice's slab likewise, rows of p.M). Through the TMA, each warp turns its 16 x BN accumulators
+// into a BN x 16 box of C (32-byte rows, unswizzled), pairing adjacent C columns across lanes with a shuffle.
+template <typename T, int BM, int BN, int kStages, bool kAK, bool kBK, bool kPingPong, bool kSwap>
 __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
     hopper_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                   const __grid_constant__ CUtensorMap map_c, const __grid_constant__ CUtensorMap map_c_tail,
@@ -433,7 +450,9 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
   constexpr int kABytes = BM * 128;
   constexpr int kConsumerWarps = 4 * consumer_groups<BM>();
   constexpr int kTileK = tile_k<T>();  // also a box's extent along its contiguous dimension
-  static_assert(BN % 16 == 0 && (BN % 64 == 0 || sizeof(T) == 2), "hopper: BN a multiple of 16; of 64 for TF32");
+  static_assert(BN % 8 == 0 && (BN % 64 == 0 || sizeof(T) == 2), "hopper: BN a multiple of 8; of 64 for TF32");
+  static_assert(!kSwap || (sizeof(T) == 2 && BM == 128 && !kPingPong && BN * 32 <= 2 * kStoreBoxBytes),
+                "hopper: swap-AB rows are half precision, cooperative 128-row tiles, a BN x 16 box a warp");
   // B's boxes: one of BN rows (k-contiguous), or BN / 64 rounded up of 64 columns (n-contiguous; the TMA
   // fills the whole box, so the stage's expected bytes count whole boxes).
   constexpr int kBBoxes = (BN + kTileK - 1) / kTileK;
@@ -604,6 +623,73 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
             d[h][4 * q] += b0, d[h][4 * q + 1] += b1, d[h][4 * q + 2] += b0, d[h][4 * q + 3] += b1;
         }
         out.bias = nullptr;
+      }
+      if constexpr (kSwap) {
+        // This warp's 16 rows of C^T are 16 adjacent columns of C. A bias along C's columns (F.linear's)
+        // runs along these rows: two values a thread.
+        const int mrow = m0 + c * 64 + warp * 16;
+        const bool row_bias = out.bias != nullptr && p.sbias_n == 0;
+        float rb[2] = {0.0f, 0.0f};
+        if (row_bias) {
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int m = mrow + g + 8 * r;
+            rb[r] = m < p.M ? static_cast<float>(out.bias[bz * p.sbias_b + static_cast<int64_t>(m) * p.sbias_m]) : 0.0f;
+          }
+        }
+        if (store_c) {  // the host made store_c only where any bias is along C's columns (row_bias) or added
+#pragma unroll
+          for (int q = 0; q < BN / 8; ++q)
+            d[0][4 * q] += rb[0], d[0][4 * q + 1] += rb[0], d[0][4 * q + 2] += rb[1], d[0][4 * q + 3] += rb[1];
+          if (p.act != Activation::None) activate_all<true>(p.act, d[0]);
+          // The warp's box: BN rows (C's rows n0..) of 16 columns (C's columns mrow..), 32 bytes a row, in
+          // this warp's two staging buffers (4 KB), free once its last store has read them.
+          const uint32_t buf = staging + ((c * 4 + warp) * 2) * kStoreBoxBytes;
+          if (lane == 0) bulk_wait_read<0>();
+          __syncwarp();
+          // Lane (g, t) holds C^T(g + 8r, n) and C^T(g + 8r, n + 1), n = 8q + 2t: C[n][g + 8r] and
+          // C[n + 1][g + 8r]. Lanes g and g ^ 1 (lane ^ 4) trade one each, so the even lane stores C[n][g, g + 1]
+          // and the odd one C[n + 1][g - 1, g] as one 32-bit word each.
+          const bool odd = (g & 1) != 0;
+#pragma unroll
+          for (int q = 0; q < BN / 8; ++q)
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+              const float x = d[0][4 * q + 2 * r], y = d[0][4 * q + 2 * r + 1];
+              const float other = __shfl_xor_sync(0xffffffffu, odd ? x : y, 4);
+              const int row = 8 * q + 2 * t + (odd ? 1 : 0), col = (g & ~1) + 8 * r;
+              const uint32_t word = odd ? pack_pair<T>(other, y) : pack_pair<T>(x, other);
+              asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(buf + row * 32 + col * 2), "r"(word) : "memory");
+            }
+          fence_async_smem();
+          __syncwarp();
+          if (lane == 0) {
+            tma_store(&map_c, buf, mrow, n0, bz);
+            bulk_commit();
+          }
+          continue;
+        }
+        // From registers: C[n][m] (or the slab's), each element tested against the edges.
+#pragma unroll
+        for (int q = 0; q < BN / 8; ++q)
+#pragma unroll
+          for (int r = 0; r < 2; ++r)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int m = mrow + g + 8 * r, n = n0 + 8 * q + 2 * t + e;
+              if (m >= p.M || n >= p.N) continue;
+              float v = d[0][4 * q + 2 * r + e];
+              if (p.partial != nullptr) {
+                p.partial[(static_cast<int64_t>(w.split) * p.batch + bz) * p.M * p.N + static_cast<int64_t>(n) * p.M +
+                          m] = v;
+              } else {
+                if (out.bias != nullptr)
+                  v += static_cast<float>(out.bias[bz * p.sbias_b + static_cast<int64_t>(m) * p.sbias_m +
+                                                   static_cast<int64_t>(n) * p.sbias_n]);
+                p.c[bz * p.sc_b + static_cast<int64_t>(n) * p.sc_m + m] = static_cast<T>(v);
+              }
+            }
+        continue;
       }
       if (store_c) {
         // The activation (the host leaves p.act set only for this path): one uniform branch per tile, an
