@@ -16,8 +16,6 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
-#include <array>
-#include <atomic>
 #include <sstream>
 
 #include "aligned_copy.h"
@@ -72,47 +70,19 @@ CUtensorMap make_map(const void* ptr, c10::ScalarType dtype, int64_t cont, int64
   return map;
 }
 
-// How many clusters of `cluster` blocks of `kernel` can be resident at once on the current device:
-// cudaOccupancyMaxActiveClusters, asked once per kernel and device.
-template <typename Kernel>
-int64_t resident_clusters(Kernel kernel, int cluster, int threads, int smem) {
-  static std::array<std::atomic<int>, 64> known{};  // per device index; 0: not asked yet
-  const int dev = c10::cuda::current_device();
-  TORCH_CHECK(dev < static_cast<int>(known.size()), "tilelab: device index ", dev, " out of range");
-  int n = known[dev].load(std::memory_order_relaxed);
-  if (n == 0) {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(static_cast<unsigned>(cluster));
-    cfg.blockDim = dim3(static_cast<unsigned>(threads));
-    cfg.dynamicSmemBytes = smem;
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = static_cast<unsigned>(cluster), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, kernel, &cfg));
-    TORCH_CHECK(n > 0, "tilelab: no cluster of ", cluster, " hopper blocks fits on this device");
-    known[dev].store(n, std::memory_order_relaxed);
-  }
-  return n;
-}
-
-// The persistent grid: one block per SM, or one per work tile when there are fewer; in clusters of
-// `cluster` blocks, as many clusters as can be resident (each walking tiles of bn x cluster columns).
-template <typename Kernel>
-dim3 persistent_grid(const GemmProblem& p, int bm, int bn, int cluster, Kernel kernel, int threads, int smem) {
-  const int64_t count = PersistentGrouped<kGroupM>::count_of(p.M, p.N, bm, bn * cluster, p.splits, p.batch);
-  const int64_t slots = cluster == 1 ? at::cuda::getCurrentDeviceProperties()->multiProcessorCount
-                                     : resident_clusters(kernel, cluster, threads, smem);
-  return dim3(static_cast<unsigned>(cluster * std::max<int64_t>(1, std::min(count, slots))));
+// The persistent grid: one block per SM, or one per work tile when there are fewer.
+dim3 persistent_grid(const GemmProblem& p, int bm, int bn) {
+  const int64_t count = PersistentGrouped<kGroupM>::count_of(p.M, p.N, bm, bn, p.splits, p.batch);
+  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  return dim3(static_cast<unsigned>(std::max<int64_t>(1, std::min(count, sms))));
 }
 
 // p0: the product as the kernel computes it (for a swap-AB row, the transposed one: swapped()); store_c:
 // hopper_fuses_activation of the caller's product.
-template <typename T, int BM, int BN, int kStages, bool kPingPong, bool kSwap, int kCluster, bool kAK, bool kBK>
+template <typename T, int BM, int BN, int kStages, bool kPingPong, bool kSwap, bool kAK, bool kBK>
 void launch_one(const GemmProblem& p0, bool store_c, cudaStream_t stream) {
   constexpr int smem = hopper::smem_bytes<BM, BN, kStages>();
-  constexpr auto kernel = hopper_kernel<T, BM, BN, kStages, kAK, kBK, kPingPong, kSwap, kCluster>;
+  constexpr auto kernel = hopper_kernel<T, BM, BN, kStages, kAK, kBK, kPingPong, kSwap>;
   allow_smem<kernel>(smem);
   GemmProblem p = p0;
   align_operand_rows(p);
@@ -124,7 +94,7 @@ void launch_one(const GemmProblem& p0, bool store_c, cudaStream_t stream) {
   // C 64 (n) x 16 (m), and a tile's last BN % 64 columns through map_c_tail.
   constexpr int kTileK = hopper::tile_k<T>();
   const int64_t ba = a_batch ? p.batch : 1, bb = b_batch ? p.batch : 1;
-  const CUtensorMap map_a = kAK ? make_map(a.data, p.dtype, p.K, p.M, ba, lda, a.s_batch, BM / kCluster)
+  const CUtensorMap map_a = kAK ? make_map(a.data, p.dtype, p.K, p.M, ba, lda, a.s_batch, BM)
                                 : make_map(a.data, p.dtype, p.M, p.K, ba, lda, a.s_batch, kTileK);
   const CUtensorMap map_b = kBK ? make_map(b.data, p.dtype, p.K, p.N, bb, ldb, b.s_batch, BN)
                                 : make_map(b.data, p.dtype, p.N, p.K, bb, ldb, b.s_batch, kTileK);
@@ -140,26 +110,9 @@ void launch_one(const GemmProblem& p0, bool store_c, cudaStream_t stream) {
   const CUtensorMap map_c_tail = store_c && !kSwap && kTailCols > 0 ? make_map(p.c, p.dtype, p.N, p.M, p.batch, p.sc_m, p.sc_b,
                                                                      hopper::kStoreRows, kTailCols)
                                                           : map_c;  // unused
-  constexpr int kThreads = hopper::threads<BM>();
-  const dim3 grid = persistent_grid(p, BM, BN, kCluster, kernel, kThreads, smem);
-  if constexpr (kCluster == 1) {
-    kernel<<<grid, kThreads, smem, stream>>>(map_a, map_b, map_c, map_c_tail, device_args<T>(p), a_batch ? 1 : 0,
-                                             b_batch ? 1 : 0, store_c ? 1 : 0);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-  } else {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = kCluster, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_c, map_c_tail, device_args<T>(p),
-                                      a_batch ? 1 : 0, b_batch ? 1 : 0, store_c ? 1 : 0));
-  }
+  kernel<<<persistent_grid(p, BM, BN), hopper::threads<BM>(), smem, stream>>>(
+      map_a, map_b, map_c, map_c_tail, device_args<T>(p), a_batch ? 1 : 0, b_batch ? 1 : 0, store_c ? 1 : 0);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 // TF32 wgmma reads only k-contiguous operands: a column-major A / row-major B
@@ -169,7 +122,7 @@ void launch_tf32(const GemmProblem& p0, cudaStream_t stream) {
   GemmProblem p = p0;
   if (!p.a.k_contiguous) flip_contiguity(p, p.a, true);
   if (!p.b.k_contiguous) flip_contiguity(p, p.b, false);
-  launch_one<float, BM, BN, kStages, false, false, 1, true, true>(p, hopper_fuses_activation(p), stream);
+  launch_one<float, BM, BN, kStages, false, false, true, true>(p, hopper_fuses_activation(p), stream);
 }
 
 // The transposed product C^T = B^T A^T of p, as a swap-AB kernel reads it: the operands trade places (an
@@ -183,13 +136,12 @@ GemmProblem swapped(const GemmProblem& p) {
   return q;
 }
 
-template <typename T, int BM, int BN, int kStages, bool kPingPong, bool kSwap, int kCluster>
+template <typename T, int BM, int BN, int kStages, bool kPingPong, bool kSwap>
 void launch_layouts(const GemmProblem& p, cudaStream_t stream) {
   const bool store_c = hopper_fuses_activation(p);
   const GemmProblem q = kSwap ? swapped(p) : p;
   with_layouts(q, [&](auto ak, auto bk) {
-    launch_one<T, BM, BN, kStages, kPingPong, kSwap, kCluster, decltype(ak)::value, decltype(bk)::value>(q, store_c,
-                                                                                                      stream);
+    launch_one<T, BM, BN, kStages, kPingPong, kSwap, decltype(ak)::value, decltype(bk)::value>(q, store_c, stream);
   });
 }
 
@@ -223,9 +175,7 @@ void launch_hopper(const KernelConfig& row, const GemmProblem& p) {
     constexpr KernelConfig c = kConfigs[decltype(r)::value];
     // Swap-AB rows (variant hopper_swap) name their tile in C's terms, bm x bn; the kernel computes C^T in
     // tiles of bn x bm (kBM x kBN).
-    constexpr bool kCluster2 = same_name(c.variant, "hopper_swap_mc");
-    constexpr bool kSwap = same_name(c.variant, "hopper_swap") || kCluster2;
-    constexpr int kCluster = kCluster2 ? 2 : 1;
+    constexpr bool kSwap = same_name(c.variant, "hopper_swap");
     constexpr int kBM = kSwap ? c.bn : c.bm, kBN = kSwap ? c.bm : c.bn;
     static_assert((kBM == 128 || kBM == 64) && c.threads == hopper::threads<kBM>(),
                   "hopper rows: 128 x BN tiles on 3 warpgroups, or 64 x BN on 2");
@@ -247,9 +197,9 @@ void launch_hopper(const KernelConfig& row, const GemmProblem& p) {
     static_assert(c.tf32 || (c.dtypes == (kF16 | kBF16) && c.bk == hopper::tile_k<c10::Half>()),
                   "half rows: float16/bfloat16, 64 of K per stage");
     if (p.dtype == at::kHalf)
-      launch_layouts<c10::Half, kBM, kBN, c.stages, kPingPong, kSwap, kCluster>(p, stream);
+      launch_layouts<c10::Half, kBM, kBN, c.stages, kPingPong, kSwap>(p, stream);
     else if (p.dtype == at::kBFloat16)
-      launch_layouts<c10::BFloat16, kBM, kBN, c.stages, kPingPong, kSwap, kCluster>(p, stream);
+      launch_layouts<c10::BFloat16, kBM, kBN, c.stages, kPingPong, kSwap>(p, stream);
     else
       TORCH_CHECK(false, "tilelab: ", c.name, " needs float16 or bfloat16 inputs");
   });
