@@ -28,7 +28,7 @@ constexpr int kHopper256 = row_index("hopper_128x256x64"), kHopper128 = row_inde
 constexpr int kHopper192 = row_index("hopper_128x192x64"), kHopper64 = row_index("hopper_128x64x64"),
               kHopper96 = row_index("hopper_128x96x64"), kHopperSwap = row_index("hopper_swap_72x128x64");
 constexpr int kHopperPingPong = row_index("hopper_pingpong_128x128x64"), kHopperM64 = row_index("hopper_m64_64x64x64"),
-              kHopperM64x96 = row_index("hopper_m64_64x96x64"), kHopperM64x32 = row_index("hopper_m64_64x32x64");
+              kHopperM64x96 = row_index("hopper_m64_64x96x64");
 constexpr int kHopperTf32_256 = row_index("hopper_tf32_128x256x32"),
               kHopperTf32_128 = row_index("hopper_tf32_128x128x32"),
               kHopperTf32M64 = row_index("hopper_tf32_m64_64x128x32");
@@ -575,7 +575,7 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // streaming: bf16 32x4096x4096 0.030 ms unsplit against 0.024 for 128x128).
     // (64 rows took the 17-to-64-rows rule above: at M = 64 a wave of 128x64 tiles is one of 64x64.)
     if (half && p.M >= 128 && p.M % 64 == 0 && p.N % 64 == 0 && tiles(p, 128, 64) <= sms) {
-      const auto [row, est] = least({kHopperM64x96, kHopperM64, kHopperM64x32, kHopper64, kHopper128});
+      const auto [row, est] = least({kHopperM64x96, kHopperM64, kHopper64, kHopper128});
       if (row != kHopper128) {
         ch = pick(row, "sm_90, fewer 128x64 tiles than SMs, M and N multiples of 64: the least estimated time, " + est +
                            " (each at its best split count): more SMs on the product, each block at its own pace "

@@ -74,9 +74,6 @@ inline constexpr KernelConfig kConfigs[] = {
   // 64 x 64 (warps 4 x 1, 256 threads: one consumer warpgroup): twice the tiles of 128x64 where even those leave
   // most SMs idle (128 tokens through a 2048 x 2048 projection: 32 tiles of 128x64, 64 of 64x64).
   {"hopper_m64_64x64x64",        "hopper_m64",      Family::Hopper,     64,  64,  64, 64,  4, 1,  256, 12, 0, kF16 | kBF16, 90, false, "wgmma m64n64k16 (fp32 acc) + TMA, 128B swizzle, 12-stage mbarrier ring, producer + 1 consumer warpgroup"},
-  // 64 x 32: twice the tiles of 64x64 at 12 KB a k-step against 16 (128 tokens through a 2048 x 2048 projection:
-  // 128 tiles against 64). A row-major B is read in a whole 64-column box.
-  {"hopper_m64_64x32x64",        "hopper_m64",      Family::Hopper,     32,  64,  32, 64,  4, 1,  256, 12, 0, kF16 | kBF16, 90, false, "wgmma m64n32k16 (fp32 acc) + TMA, 128B swizzle, 12-stage mbarrier ring, producer + 1 consumer warpgroup"},
   // 64 x 96: fewer bytes a stage than 128x64 at nearly as many tiles (128 tokens through a 2048 -> 5632
   // projection: 118 tiles against 88). A row-major B is read in whole 64-column boxes (128 columns a stage).
   {"hopper_m64_64x96x64",        "hopper_m64",      Family::Hopper,     96,  64,  96, 64,  4, 1,  256, 8, 0, kF16 | kBF16, 90, false, "wgmma m64n96k16 (fp32 acc) + TMA, 128B swizzle, 8-stage mbarrier ring, producer + 1 consumer warpgroup"},

@@ -225,8 +225,6 @@ __device__ __forceinline__ void fence_regs(float (&d)[R]) {
 #define TILELAB_WG_REGS48 \
   TILELAB_WG_REGS32 ","   \
   "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47"
-#define TILELAB_WG_REGS16 \
-  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15"
 #define TILELAB_WG_REGS36 \
   TILELAB_WG_REGS32 ",%32,%33,%34,%35"
 #define TILELAB_WG_REGS80 \
@@ -295,13 +293,8 @@ __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t desc_a, uint6
       TILELAB_WGMMA(72, "bf16", TILELAB_WG_REGS36, 36, 37, 38, 39, 40, TILELAB_F32(d, 0), TILELAB_F4(d, 32));
     else
       TILELAB_WGMMA(72, "f16", TILELAB_WG_REGS36, 36, 37, 38, 39, 40, TILELAB_F32(d, 0), TILELAB_F4(d, 32));
-  } else if constexpr (BN == 32) {
-    if constexpr (kBf16)
-      TILELAB_WGMMA(32, "bf16", TILELAB_WG_REGS16, 16, 17, 18, 19, 20, TILELAB_F16(d, 0));
-    else
-      TILELAB_WGMMA(32, "f16", TILELAB_WG_REGS16, 16, 17, 18, 19, 20, TILELAB_F16(d, 0));
   } else {
-    static_assert(BN == 64, "hopper: BN is 32, 64, 72, 96, 128, 160, 192 (half precision) or 256");
+    static_assert(BN == 64, "hopper: BN is 64, 72, 96, 128, 160, 192 (half precision) or 256");
     if constexpr (kBf16)
       TILELAB_WGMMA(64, "bf16", TILELAB_WG_REGS32, 32, 33, 34, 35, 36, TILELAB_F32(d, 0));
     else
@@ -322,7 +315,6 @@ __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t desc_a, uint6
 #undef TILELAB_WG_REGS80
 #undef TILELAB_WG_REGS48
 #undef TILELAB_WG_REGS36
-#undef TILELAB_WG_REGS16
 
 #endif  // TILELAB_HOPPER_DEVICE
 
