@@ -81,9 +81,8 @@ dim3 persistent_grid(const GemmProblem& p, int bm, int bn) {
 // hopper_fuses_activation of the caller's product.
 template <typename T, int BM, int BN, int kStages, bool kPingPong, bool kSwap, bool kAK, bool kBK>
 void launch_one(const GemmProblem& p0, bool store_c, cudaStream_t stream) {
-  constexpr int kRing = hopper::ring_stages<BM, BN, kStages, kBK>();
-  constexpr int smem = hopper::smem_bytes<BM, BN, kRing, kBK>();
-  constexpr auto kernel = hopper_kernel<T, BM, BN, kRing, kAK, kBK, kPingPong, kSwap>;
+  constexpr int smem = hopper::smem_bytes<BM, BN, kStages>();
+  constexpr auto kernel = hopper_kernel<T, BM, BN, kStages, kAK, kBK, kPingPong, kSwap>;
   allow_smem<kernel>(smem);
   GemmProblem p = p0;
   align_operand_rows(p);

@@ -90,7 +90,7 @@ inline constexpr KernelConfig kConfigs[] = {
   // 72 rows x 128 columns, and computed as 128 x 72 (wgmma m64n72k16, two consumer warpgroups); its 72 rows step by
   // wgmma's N (8), not its M (64). cuBLAS's tile for sub-wave token counts: 1576 tokens x 768 outputs are 132 tiles
   // (22 x 6), one wave on 132 SMs, against 78 of 128x128 and 104 of 128x96.
-  {"hopper_swap_72x128x64",      "hopper_swap",     Family::Hopper,     72,  72, 128, 64,  8, 1,  384, 7, 0, kF16 | kBF16, 90, false, "swap-AB: wgmma m64n72k16 on C^T (fp32 acc) + TMA, 7-stage ring of 25 KB, 2 consumer warpgroups, C stored transposed through 72 x 16 boxes"},
+  {"hopper_swap_72x128x64",      "hopper_swap",     Family::Hopper,     72,  72, 128, 64,  8, 1,  384, 6, 0, kF16 | kBF16, 90, false, "swap-AB: wgmma m64n72k16 on C^T (fp32 acc) + TMA, 6-stage ring, 2 consumer warpgroups, C stored transposed through 72 x 16 boxes"},
   {"hopper_tf32_128x256x32",     "hopper_tf32",     Family::Hopper,    256, 128, 256, 32,  8, 1,  384, 4, 0, kF32,         90, true,  "TF32 wgmma m64n256k8 (needs precision 'high') + TMA, 4-stage ring, k-contiguous operands (others copied transposed)"},
   {"hopper_tf32_128x128x32",     "hopper_tf32",     Family::Hopper,    128, 128, 128, 32,  8, 1,  384, 6, 0, kF32,         90, true,  "TF32 wgmma m64n128k8 (needs precision 'high') + TMA, 6-stage ring, k-contiguous operands (others copied transposed)"},
   // TF32 on 64-row tiles (one consumer warpgroup): decoding batches of up to 64 rows, which a 128-row tile

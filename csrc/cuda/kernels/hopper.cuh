@@ -107,13 +107,11 @@ constexpr int threads() {
 }
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;  // 40*128 + 232*256 <= 64K registers
 
-// A stage holds A's BM rows and B's BN rows (k-contiguous: one box of BN rows), or B's BN columns rounded up
-// to whole 64-column boxes (n-contiguous: a 160-wide tile reads 3 boxes, the last one half unused). Every
-// stage starts on a 1024-byte swizzle atom: BM + BN is a multiple of 8.
-template <int BM, int BN, bool kBK>
+// A stage holds A's BM rows and B's BN rounded up to whole 64-row boxes (an n-contiguous B of a
+// 160-wide tile is read as 3 boxes of 64 columns, the last one half unused).
+template <int BM, int BN>
 constexpr int stage_bytes() {
-  static_assert((BM + BN) % 8 == 0, "hopper: stages of whole 1024-byte swizzle atoms");
-  return (BM + (kBK ? BN : (BN + 63) / 64 * 64)) * 128;
+  return (BM + (BN + 63) / 64 * 64) * 128;
 }
 // The epilogue's staging buffers: two per consumer warp, each one TMA-store
 // box of 16 rows x 128 bytes (64 half / 32 fp32 columns), 128-byte swizzled.
@@ -124,27 +122,14 @@ constexpr int store_bytes() {  // 32 KB for 8 consumer warps, 16 KB for 4
   return consumer_groups<BM>() * 4 * 2 * kStoreBoxBytes;
 }
 // Dynamic shared memory: the ring of kStages stages (the table row's stages:
-// 4 x 48 KB for 128x256, 4 x 40 KB for 128x192 and 128x160, 6 x 32 KB for 128x128 and 128x96 (28 KB with a
-// k-contiguous B), 8 x 24 KB for 128x64, 12 x 16 KB for 64x64, 8 x 24 KB for 64x96 (20 KB), 7 x 25 KB for the
-// swap row's 128x72 with a k-contiguous B), the store buffers, 1 KB of slack to align both to 1024 bytes
-// (the swizzle atom), and the mbarriers.
-template <int BM, int BN, bool kBK>
-constexpr int ring_smem_bytes(int stages) {
-  return stages * stage_bytes<BM, BN, kBK>() + store_bytes<BM>() + 1024 + 2 * 8 * stages;
-}
-template <int BM, int BN, int kStages, bool kBK>
+// 4 x 48 KB for 128x256, 4 x 40 KB for 128x192 and 128x160, 6 x 32 KB for 128x128 and 128x96, 8 x 24 KB
+// for 128x64, 12 x 16 KB for 64x64, 8 x 24 KB for 64x96), the store buffers, 1 KB of slack to align both
+// to 1024 bytes (the swizzle atom), and the mbarriers.
+template <int BM, int BN, int kStages>
 constexpr int smem_bytes() {
-  return ring_smem_bytes<BM, BN, kBK>(kStages);
+  return kStages * stage_bytes<BM, BN>() + store_bytes<BM>() + 1024 + 2 * 8 * kStages;
 }
 constexpr int kMaxSmemBytes = kSm90SmemBytes;  // dynamic shared memory a block may have on sm_90
-// The ring's stages for a row of kStages stages: kStages, or as many as fit where B's layout makes the stages
-// larger (the swap row's 7 stages of 25 KB are 6 of 32 KB with an n-contiguous B).
-template <int BM, int BN, int kStages, bool kBK>
-constexpr int ring_stages() {
-  int n = kStages;
-  while (n > 2 && ring_smem_bytes<BM, BN, kBK>(n) > kMaxSmemBytes) --n;
-  return n;
-}
 
 #ifdef TILELAB_HOPPER_DEVICE
 // ---- mbarriers
@@ -169,12 +154,6 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
         : "r"(bar), "r"(parity)
         : "memory");
   } while (!done);
-}
-
-// Asks for a tensor map (a kernel parameter) to be brought into the TMA's descriptor cache, so the first copy
-// through it does not wait for the fetch.
-__device__ __forceinline__ void prefetch_map(const CUtensorMap* map) {
-  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }
 
 // ---- TMA: one box of a 3-D tensor map (contiguous dim, rows, batch) into shared memory
@@ -464,10 +443,10 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
                   GemmArgs<T> p, int a_batch, int b_batch, int store_c) {
 #ifdef TILELAB_HOPPER_DEVICE
   using namespace hopper;
-  static_assert(smem_bytes<BM, BN, kStages, kBK>() <= kMaxSmemBytes, "hopper: the ring must fit in shared memory");
+  static_assert(smem_bytes<BM, BN, kStages>() <= kMaxSmemBytes, "hopper: the ring must fit in shared memory");
   static_assert(!kPingPong || (BN <= 128 && BM == 128),
                 "hopper: a ping-pong warpgroup holds a whole 128-row tile (BN / 2 * 2 floats)");
-  constexpr int kStageBytes = stage_bytes<BM, BN, kBK>();
+  constexpr int kStageBytes = stage_bytes<BM, BN>();
   constexpr int kABytes = BM * 128;
   constexpr int kConsumerWarps = 4 * consumer_groups<BM>();
   constexpr int kTileK = tile_k<T>();  // also a box's extent along its contiguous dimension
@@ -495,14 +474,6 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
   constexpr int kReleases = kPingPong ? kConsumerWarps / 2 : kConsumerWarps;
 
   const int tid = threadIdx.x, wg = tid / 128;
-  // The maps' descriptors are fetched while thread 0 sets up the barriers (the first loads need A's and B's).
-  if (tid == 32) {
-    prefetch_map(&map_a);
-    prefetch_map(&map_b);
-  } else if (tid == 64 && store_c) {
-    prefetch_map(&map_c);
-    prefetch_map(&map_c_tail);
-  }
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(full(s), 1);            // the producer's expect_tx arrival (+ the bytes)
