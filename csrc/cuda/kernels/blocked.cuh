@@ -395,61 +395,65 @@ __global__ void __launch_bounds__(BlockedShape<BM, BN, BK, TM, TN, kPad, kStages
   // its WN columns: 16-byte stores on the row's aligned interior, scalars at its two ends. (In registers, a
   // thread's 4 adjacent columns would go out as 4 scalar stores, 4 rows of 8 lanes each: 4x the store requests
   // and L2 sectors of an aligned C.) Row r of the 8 sits in the warp's buffer shifted by its row's misalignment,
-  // so an aligned global address is an aligned shared one.
-  if (!vec && p.partial == nullptr && out.bias == nullptr) {
-    constexpr int kLdS = S::kWN + 4;  // a staged row; kLdS % 4 == 0 keeps every row 16-byte aligned
-    static_assert(8 * kLdS * S::kWarpsM * S::kWarpsN <= S::kStageFloats * kStages,
-                  "blocked: a warp's 8 staged rows fit in its share of the ring");
-    __syncthreads();  // every warp is done with the ring
-    float* buf = smem + warp * 8 * kLdS;
-    const int c_lo = max(n_lo, n0 + wn0), c_hi = min(p.N, n0 + wn0 + S::kWN);  // global columns to store
-#pragma unroll
-    for (int h = 0; h < TM / 4; ++h) {
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int mrow = m0 + wm0 + h * 16 + half * 8;  // the global row of staged row 0
-        // The lanes of lane-rows 2 half and 2 half + 1 hold these 8 rows (4 each, as i % 4).
-        if (ly / 2 == half) {
-#pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            const int r = (ly % 2) * 4 + q, m = mrow + r;
-            const int mis = m < p.M ? static_cast<int>((reinterpret_cast<uintptr_t>(c_row(out, bz, m) + n0 + wn0) / 4) % 4)
-                                    : 0;
-            float* srow = buf + r * kLdS + mis;
-#pragma unroll
-            for (int j = 0; j < TN; ++j) srow[(j / 4) * 32 + lx * 4 + j % 4] = acc[h * 4 + q][j];
+  // so an aligned global address is an aligned shared one. Only in the 128x256 row (warp tiles 128 wide): in
+  // blocked_64x128x8 the same code slowed the main loop of aligned products (H100, fp32 dW 768x4096x3072 in 3
+  // slices 0.520 ms against 0.437, 768x128x3072 0.036 against 0.027, its registers moved by up to 18 a thread).
+  if constexpr (S::kWN == 128) {
+    if (!vec && p.partial == nullptr && out.bias == nullptr) {
+      constexpr int kLdS = S::kWN + 4;  // a staged row; kLdS % 4 == 0 keeps every row 16-byte aligned
+      static_assert(8 * kLdS * S::kWarpsM * S::kWarpsN <= S::kStageFloats * kStages,
+                    "blocked: a warp's 8 staged rows fit in its share of the ring");
+      __syncthreads();  // every warp is done with the ring
+      float* buf = smem + warp * 8 * kLdS;
+      const int c_lo = max(n_lo, n0 + wn0), c_hi = min(p.N, n0 + wn0 + S::kWN);  // global columns to store
+  #pragma unroll
+      for (int h = 0; h < TM / 4; ++h) {
+  #pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int mrow = m0 + wm0 + h * 16 + half * 8;  // the global row of staged row 0
+          // The lanes of lane-rows 2 half and 2 half + 1 hold these 8 rows (4 each, as i % 4).
+          if (ly / 2 == half) {
+  #pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              const int r = (ly % 2) * 4 + q, m = mrow + r;
+              const uintptr_t at = m < p.M ? reinterpret_cast<uintptr_t>(c_row(out, bz, m) + n0 + wn0) : 0;
+              const int mis = static_cast<int>((at / 4) % 4);
+              float* srow = buf + r * kLdS + mis;
+  #pragma unroll
+              for (int j = 0; j < TN; ++j) srow[(j / 4) * 32 + lx * 4 + j % 4] = acc[h * 4 + q][j];
+            }
           }
-        }
-        __syncwarp();
-#pragma unroll 1
-        for (int r = 0; r < 8; ++r) {
-          const int m = mrow + r;
-          if (m >= p.M || m < m_lo) continue;  // uniform across the warp
-          float* crow = c_row(out, bz, m) + n0 + wn0;  // local column 0 of this row
-          const int mis = static_cast<int>((reinterpret_cast<uintptr_t>(crow) / 4) % 4);
-          const float* srow = buf + r * kLdS + mis;
-          // Window w covers local columns 4w - mis .. 4w - mis + 3 (aligned in global and shared memory).
-#pragma unroll
-          for (int w0 = 0; w0 < S::kWN / 4 + 1; w0 += 32) {
-            const int w = w0 + lane;
-            if (w > S::kWN / 4) break;
-            const int c0 = 4 * w - mis;  // local
-            const int g0 = n0 + wn0 + c0;  // global
-            if (c0 >= 0 && c0 + 3 < S::kWN && g0 >= c_lo && g0 + 3 < c_hi) {
-              *reinterpret_cast<float4*>(crow + c0) = *reinterpret_cast<const float4*>(srow + c0);
-            } else {
-#pragma unroll
-              for (int e = 0; e < 4; ++e) {
-                const int c = c0 + e, g = g0 + e;
-                if (c >= 0 && c < S::kWN && g >= c_lo && g < c_hi) crow[c] = srow[c];
+          __syncwarp();
+  #pragma unroll 1
+          for (int r = 0; r < 8; ++r) {
+            const int m = mrow + r;
+            if (m >= p.M || m < m_lo) continue;  // uniform across the warp
+            float* crow = c_row(out, bz, m) + n0 + wn0;  // local column 0 of this row
+            const int mis = static_cast<int>((reinterpret_cast<uintptr_t>(crow) / 4) % 4);
+            const float* srow = buf + r * kLdS + mis;
+            // Window w covers local columns 4w - mis .. 4w - mis + 3 (aligned in global and shared memory).
+  #pragma unroll
+            for (int w0 = 0; w0 < S::kWN / 4 + 1; w0 += 32) {
+              const int w = w0 + lane;
+              if (w > S::kWN / 4) break;
+              const int c0 = 4 * w - mis;  // local
+              const int g0 = n0 + wn0 + c0;  // global
+              if (c0 >= 0 && c0 + 3 < S::kWN && g0 >= c_lo && g0 + 3 < c_hi) {
+                *reinterpret_cast<float4*>(crow + c0) = *reinterpret_cast<const float4*>(srow + c0);
+              } else {
+  #pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                  const int c = c0 + e, g = g0 + e;
+                  if (c >= 0 && c < S::kWN && g >= c_lo && g < c_hi) crow[c] = srow[c];
+                }
               }
             }
           }
+          __syncwarp();
         }
-        __syncwarp();
       }
+      return;
     }
-    return;
   }
   with_epilogue(p, [&](auto epi) {
 #pragma unroll
