@@ -107,9 +107,10 @@ void launch_one(const GemmProblem& p0, bool store_c, cudaStream_t stream) {
       : kSwap  ? make_map(p.c, p.dtype, p.M, p.N, p.batch, p.sc_m, p.sc_b, BN, hopper::kStoreRows)
                : make_map(p.c, p.dtype, p.N, p.M, p.batch, p.sc_m, p.sc_b, hopper::kStoreRows);
   constexpr int kTailCols = hopper::store_tail_cols<T, BN>();
-  const CUtensorMap map_c_tail = store_c && !kSwap && kTailCols > 0 ? make_map(p.c, p.dtype, p.N, p.M, p.batch, p.sc_m, p.sc_b,
-                                                                     hopper::kStoreRows, kTailCols)
-                                                          : map_c;  // unused
+  const CUtensorMap map_c_tail =
+      store_c && !kSwap && kTailCols > 0
+          ? make_map(p.c, p.dtype, p.N, p.M, p.batch, p.sc_m, p.sc_b, hopper::kStoreRows, kTailCols)
+          : map_c;  // unused
   kernel<<<persistent_grid(p, BM, BN), hopper::threads<BM>(), smem, stream>>>(
       map_a, map_b, map_c, map_c_tail, device_args<T>(p), a_batch ? 1 : 0, b_batch ? 1 : 0, store_c ? 1 : 0);
   C10_CUDA_KERNEL_LAUNCH_CHECK();

@@ -634,7 +634,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
 #pragma unroll
           for (int r = 0; r < 2; ++r) {
             const int m = mrow + g + 8 * r;
-            rb[r] = m < p.M ? static_cast<float>(out.bias[bz * p.sbias_b + static_cast<int64_t>(m) * p.sbias_m]) : 0.0f;
+            if (m < p.M) rb[r] = static_cast<float>(out.bias[bz * p.sbias_b + static_cast<int64_t>(m) * p.sbias_m]);
           }
         }
         if (store_c) {  // the host made store_c only where any bias is along C's columns (row_bias) or added
