@@ -160,7 +160,7 @@ def test_swap_ab_for_a_wave_of_72_row_tiles(operands, M, K, N):
     # row.
     assert explain_described(*operands(2048, K, N), **H200).kernel != "hopper_swap_72x128x64"
     assert explain_described(*operands(1000, K, N), **H200).kernel != "hopper_swap_72x128x64"
-    a, b = operands(M, K, N)
+    _, b = operands(M, K, N)
     assert explain_described(torch.empty(K, M, dtype=BF16).t(), b, **H200).kernel != "hopper_swap_72x128x64"
     assert explain_described(*operands(M, K, N, torch.float32), **H200).kernel != "hopper_swap_72x128x64"
     # A full wave of 128x128 tiles (3 x 768 columns): the wave rules.

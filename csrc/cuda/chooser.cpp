@@ -591,7 +591,7 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // one box. Where 128x128 tiles fill a wave the wave rules below win (1576x768x2304: 0.0164 ms against 0.0130
     // for hopper_128x256x64). At least 1024 rows: below, it lost where it was measured (1000^3 0.0127 ms against
     // 0.0107 for 128x128, cause not established; 640x4096x1024 0.0209 against 0.0182 for hopper_128x64x64).
-    const int64_t tiles_swap = tiles(p, 72, 128);
+    const int64_t tiles_swap = tiles(p, kConfigs[kHopperSwap].bm, kConfigs[kHopperSwap].bn);
     if (half && p.a.k_contiguous && p.M >= 1024 && tiles128 < sms && tiles_swap <= sms &&
         tiles_swap > tiles(p, 128, 96)) {
       ch = pick(kHopperSwap, "sm_90, fewer 128x128 tiles than SMs and a wave of 72x128 swap-AB tiles (" +

@@ -140,10 +140,13 @@ GemmProblem swapped(const GemmProblem& p) {
 template <typename T, int BM, int BN, int kStages, bool kPingPong, bool kSwap>
 void launch_layouts(const GemmProblem& p, cudaStream_t stream) {
   const bool store_c = hopper_fuses_activation(p);
-  const GemmProblem q = kSwap ? swapped(p) : p;
-  with_layouts(q, [&](auto ak, auto bk) {
-    launch_one<T, BM, BN, kStages, kPingPong, kSwap, decltype(ak)::value, decltype(bk)::value>(q, store_c, stream);
-  });
+  const auto run = [&](const GemmProblem& q) {
+    with_layouts(q, [&](auto ak, auto bk) {
+      launch_one<T, BM, BN, kStages, kPingPong, kSwap, decltype(ak)::value, decltype(bk)::value>(q, store_c, stream);
+    });
+  };
+  if constexpr (kSwap) run(swapped(p));
+  else run(p);  // no copy of the problem for the other rows
 }
 
 }  // namespace

@@ -625,19 +625,19 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
         out.bias = nullptr;
       }
       if constexpr (kSwap) {
-        // This warp's 16 rows of C^T are 16 adjacent columns of C. A bias along C's columns (F.linear's)
-        // runs along these rows: two values a thread.
+        // This warp's 16 rows of C^T are 16 adjacent columns of C.
         const int mrow = m0 + c * 64 + warp * 16;
-        const bool row_bias = out.bias != nullptr && p.sbias_n == 0;
-        float rb[2] = {0.0f, 0.0f};
-        if (row_bias) {
+        if (store_c) {
+          // The host makes store_c only where a bias left in out.bias runs along C's columns (F.linear's):
+          // along these rows, two values a thread.
+          float rb[2] = {0.0f, 0.0f};
+          if (out.bias != nullptr) {
 #pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            const int m = mrow + g + 8 * r;
-            if (m < p.M) rb[r] = static_cast<float>(out.bias[bz * p.sbias_b + static_cast<int64_t>(m) * p.sbias_m]);
+            for (int r = 0; r < 2; ++r) {
+              const int m = mrow + g + 8 * r;
+              if (m < p.M) rb[r] = static_cast<float>(out.bias[bz * p.sbias_b + static_cast<int64_t>(m) * p.sbias_m]);
+            }
           }
-        }
-        if (store_c) {  // the host made store_c only where any bias is along C's columns (row_bias) or added
 #pragma unroll
           for (int q = 0; q < BN / 8; ++q)
             d[0][4 * q] += rb[0], d[0][4 * q + 1] += rb[0], d[0][4 * q + 2] += rb[1], d[0][4 * q + 3] += rb[1];
@@ -669,7 +669,9 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
           }
           continue;
         }
-        // From registers: C[n][m] (or the slab's), each element tested against the edges.
+        // From registers: C[n][m] (row n of C: c_row; of the slab, rows of p.M), each element tested against
+        // the edges.
+        float* const slab = p.partial != nullptr ? slab_row(p, w.split, bz, 0) : nullptr;
 #pragma unroll
         for (int q = 0; q < BN / 8; ++q)
 #pragma unroll
@@ -679,14 +681,13 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
               const int m = mrow + g + 8 * r, n = n0 + 8 * q + 2 * t + e;
               if (m >= p.M || n >= p.N) continue;
               float v = d[0][4 * q + 2 * r + e];
-              if (p.partial != nullptr) {
-                p.partial[(static_cast<int64_t>(w.split) * p.batch + bz) * p.M * p.N + static_cast<int64_t>(n) * p.M +
-                          m] = v;
+              if (slab != nullptr) {
+                slab[static_cast<int64_t>(n) * p.M + m] = v;
               } else {
                 if (out.bias != nullptr)
                   v += static_cast<float>(out.bias[bz * p.sbias_b + static_cast<int64_t>(m) * p.sbias_m +
                                                    static_cast<int64_t>(n) * p.sbias_n]);
-                p.c[bz * p.sc_b + static_cast<int64_t>(n) * p.sc_m + m] = static_cast<T>(v);
+                c_row(p, bz, n)[m] = static_cast<T>(v);
               }
             }
         continue;
