@@ -263,7 +263,7 @@ def test_kernels_table_columns():
             # (cooperative: bm / 16 x 1 warps), or two that take turns with whole 128-row tiles (ping-pong: 4 x 1);
             # swap-AB rows name C's tile, bm x bn, and compute C^T's, bn x bm
             km = bn if k.variant == "hopper_swap" else bm
-            assert k.threads == 128 * (1 + km // 64) and km in (64, 128) and wn == 1, k
+            assert k.threads == 128 * (1 + km // 64) and km in (64, 128, 192) and wn == 1, k
             assert wm == (4 if k.variant == "hopper_pingpong" else km // 16), k
         elif k.family == "gemv_mma":  # one warp tile covering the block tile: threads / 32 warps split K
             assert (wm, wn) == (1, 1) and k.threads % 32 == 0 and k.stages >= 2, k

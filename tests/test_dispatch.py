@@ -56,7 +56,7 @@ def test_pingpong_for_attention_context():
 
 @pytest.mark.parametrize("M,K,N,batch", [(4096, 4096, 4096, None), (4096, 14336, 4096, None),
                                          (4096, 3136, 3072, None),  # 49 steps of K
-                                         (4096, 768, 3072, None), (4096, 2048, 5632, None),
+                                         (4096, 768, 3072, None), (4096, 2048, 14336, None),
                                          (12608, 768, 3072, None), (8192, 1024, 4096, None),
                                          (512, 64, 512, 96), (2048, 128, 2048, 32)])
 def test_cooperative_where_256_fits(M, K, N, batch):
@@ -78,6 +78,20 @@ def test_128x192_fills_the_last_wave(operands, M, K, N):
     # fp32 under TF32 has no 192-wide row; 108 SMs (4096 x 768: 2 rounds of 192 too) keeps the others.
     assert explain_described(*mm(M, K, N, torch.float32), **H200).kernel != "hopper_128x192x64"
     assert explain_described(*mm(4096, 3072, 768), sm=90, num_sms=108).kernel != "hopper_128x192x64"
+
+
+@pytest.mark.parametrize("operands", [mm, linear], ids=["mm", "linear"])
+def test_192x192_fills_whole_waves(operands):
+    """Llama's gate and up projections at 4096 tokens (N = 5632): 660 tiles of 192x192 are 5
+    rounds on 132 SMs, 184320 outputs an SM, against 704 of 128x256 in 6 rounds (196608): the
+    three-warpgroup row. Where the saving is under 6% (4096^3: 484 tiles in 4 rounds against 512
+    in 4), fewer than a wave of them (4096 x 768) or fp32, the 128-row rules keep the product."""
+    e = explain_described(*operands(4096, 2048, 5632), **H200)
+    assert e.kernel == "hopper_m192_192x192x64" and "184320 outputs an SM, against 196608" in e.reason, e
+    assert explain_described(*operands(4096, 4096, 4096), **H200).kernel == "hopper_128x256x64"
+    assert explain_described(*operands(12608, 3072, 768), **H200).kernel == "hopper_128x192x64"
+    assert explain_described(*operands(4096, 3072, 768), **H200).kernel == "hopper_128x192x64"
+    assert explain_described(*mm(4096, 2048, 5632, torch.float32), **H200).kernel != "hopper_m192_192x192x64"
 
 
 def weight_grad(M, K, N, dtype=BF16):

@@ -28,7 +28,7 @@ constexpr int kHopper256 = row_index("hopper_128x256x64"), kHopper128 = row_inde
 constexpr int kHopper192 = row_index("hopper_128x192x64"), kHopper64 = row_index("hopper_128x64x64"),
               kHopper96 = row_index("hopper_128x96x64"), kHopperSwap = row_index("hopper_swap_72x128x64");
 constexpr int kHopperPingPong = row_index("hopper_pingpong_128x128x64"), kHopperM64 = row_index("hopper_m64_64x64x64"),
-              kHopperM64x96 = row_index("hopper_m64_64x96x64");
+              kHopperM64x96 = row_index("hopper_m64_64x96x64"), kHopperM192 = row_index("hopper_m192_192x192x64");
 constexpr int kHopperTf32_256 = row_index("hopper_tf32_128x256x32"),
               kHopperTf32_128 = row_index("hopper_tf32_128x128x32"),
               kHopperTf32M64 = row_index("hopper_tf32_m64_64x128x32");
@@ -613,6 +613,23 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
                            "more SMs stream the operands at fewer bytes a k-step (H200, bf16, per call under CUDA "
                            "graphs: 1576x3072x768 0.0163 ms vs 0.0189 for hopper_128x128x64, 1576x768x768 0.0065 vs "
                            "0.0073)");
+      if (ch.cfg) return ch;
+    }
+    // Where the rules above leave 128x256 tiles: the last-wave measure in outputs an SM for 192 x 192 tiles
+    // (three consumer warpgroups), whose pace per output is up to 20% below the 128-row tiles' (H100: 12608x3072x768
+    // on equal rounds 0.091 ms against 0.082 for 128x192): only where they need at most 94% of the outputs an SM
+    // of 128x192 and 128x256 tiles, with a wave of them (4096 x 5632: 660 tiles, 5 rounds, against 704 of 128x256
+    // in 6).
+    const int64_t t192 = tiles(p, 192, 192);
+    const int64_t o192 = (t192 + sms - 1) / sms * std::min<int64_t>(192, p.M) * std::min<int64_t>(192, p.N);
+    const int64_t o128 = std::min(w192, w256) * std::min<int64_t>(128, p.M);
+    if (half && t192 >= sms && 100 * o192 <= 94 * o128) {
+      std::ostringstream why;
+      why << "sm_90, the fullest last wave: " << (t192 + sms - 1) / sms << " round(s) of 192x192 tiles on " << sms
+          << " SMs, " << o192 << " outputs an SM, against " << o128 << " with 128-row tiles 192 or 256 wide (H100, "
+          << "bf16, per call under CUDA graphs: x @ W.t() 4096x2048x5632 0.155 ms vs 0.162-0.170 for "
+             "hopper_128x256x64 and 0.168 for hopper_128x192x64; cuBLAS 0.153)";
+      ch = pick(kHopperM192, why.str());
       if (ch.cfg) return ch;
     }
     if (2 * tiles256 >= sms && n_fits_256) {

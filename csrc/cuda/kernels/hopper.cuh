@@ -16,7 +16,8 @@
 //
 // A block (384 threads = 3 warpgroups, one per SM: the grid is persistent)
 // walks its 128 x BN tiles of C (hopper_kernel below says in which order; the
-// hopper_m64 row's blocks are 256 threads, one consumer warpgroup on 64 x BN tiles):
+// hopper_m64 rows' blocks are 256 threads, one consumer warpgroup on 64 x BN tiles, the
+// hopper_m192 row's 512, three on 192 x BN tiles):
 //   warpgroup 0, the producer: one thread walks the K of every tile in steps of
 //     128 bytes (BK = 64 half or 32 fp32 elements), waits for a free stage of the
 //     kStages-deep shared-memory ring (its `empty` mbarrier), and issues the TMA
@@ -80,11 +81,12 @@
 namespace tilelab {
 namespace hopper {
 
-// Rows of C per tile, BM: 128 (two consumer warpgroups, 64 rows each or whole tiles in turn) or 64 (one
-// consumer warpgroup: the hopper_m64 row, twice the tiles of a product too small to fill the SMs).
+// Rows of C per tile, BM: 128 (two consumer warpgroups, 64 rows each or whole tiles in turn), 64 (one
+// consumer warpgroup: the hopper_m64 rows, twice the tiles of a product too small to fill the SMs) or 192
+// (three, 64 rows each: the hopper_m192 row, whose 192 x 192 tiles fill whole waves where 128-row ones do not).
 template <int BM>
 constexpr int consumer_groups() {
-  static_assert(BM == 64 || BM == 128, "hopper: tiles of 64 or 128 rows");
+  static_assert(BM == 64 || BM == 128 || BM == 192, "hopper: tiles of 64, 128 or 192 rows");
   return BM / 64;
 }
 // K per stage: one 128-byte swizzle row (64 half / 32 fp32 elements); also a
@@ -100,12 +102,19 @@ template <typename T, int BN>
 constexpr int store_tail_cols() {
   return BN % tile_k<T>();
 }
-// Threads a block: the producer warpgroup and the consumers (384 for 128-row tiles, 256 for 64-row ones).
+// Threads a block: the producer warpgroup and the consumers (384 for 128-row tiles, 256 for 64-row ones, 512
+// for 192-row ones).
 template <int BM>
 constexpr int threads() {
   return 128 * (1 + consumer_groups<BM>());
 }
-constexpr int kProducerRegs = 40, kConsumerRegs = 232;  // 40*128 + 232*256 <= 64K registers
+// setmaxnreg: the producer gives registers away, the consumers take them (multiples of 8, within 64K a block:
+// 40*128 + 232*256, or 40*128 + 152*384 for three consumer warpgroups).
+constexpr int kProducerRegs = 40;
+template <int BM>
+constexpr int consumer_regs() {
+  return consumer_groups<BM>() == 3 ? 152 : 232;
+}
 
 // A stage holds A's BM rows and B's BN rounded up to whole 64-row boxes (an n-contiguous B of a
 // 160-wide tile is read as 3 boxes of 64 columns, the last one half unused).
@@ -113,23 +122,32 @@ template <int BM, int BN>
 constexpr int stage_bytes() {
   return (BM + (BN + 63) / 64 * 64) * 128;
 }
-// The epilogue's staging buffers: two per consumer warp, each one TMA-store
-// box of 16 rows x 128 bytes (64 half / 32 fp32 columns), 128-byte swizzled.
+// The epilogue's staging buffers: two per consumer warp (one where two do not fit beside the ring: the
+// 192 x 192 row's 4 x 48 KB), each one TMA-store box of 16 rows x 128 bytes (64 half / 32 fp32 columns),
+// 128-byte swizzled.
 constexpr int kStoreRows = 16;
 constexpr int kStoreBoxBytes = kStoreRows * 128;
-template <int BM>
-constexpr int store_bytes() {  // 32 KB for 8 consumer warps, 16 KB for 4
-  return consumer_groups<BM>() * 4 * 2 * kStoreBoxBytes;
+template <int BM, int bufs>
+constexpr int store_bytes() {  // 32 KB for 8 consumer warps with 2 buffers, 16 KB for 4
+  return consumer_groups<BM>() * 4 * bufs * kStoreBoxBytes;
 }
 // Dynamic shared memory: the ring of kStages stages (the table row's stages:
-// 4 x 48 KB for 128x256, 4 x 40 KB for 128x192 and 128x160, 6 x 32 KB for 128x128 and 128x96, 8 x 24 KB
-// for 128x64, 12 x 16 KB for 64x64, 8 x 24 KB for 64x96), the store buffers, 1 KB of slack to align both
+// 4 x 48 KB for 128x256 and 192x192, 4 x 40 KB for 128x192 and 128x160, 6 x 32 KB for 128x128 and 128x96,
+// 8 x 24 KB for 128x64, 12 x 16 KB for 64x64, 8 x 24 KB for 64x96), the store buffers, 1 KB of slack to align both
 // to 1024 bytes (the swizzle atom), and the mbarriers.
+constexpr int kMaxSmemBytes = kSm90SmemBytes;  // dynamic shared memory a block may have on sm_90
+template <int BM, int BN, int kStages, int bufs>
+constexpr int smem_bytes_with() {
+  return kStages * stage_bytes<BM, BN>() + store_bytes<BM, bufs>() + 1024 + 2 * 8 * kStages;
+}
+template <int BM, int BN, int kStages>
+constexpr int store_bufs() {
+  return smem_bytes_with<BM, BN, kStages, 2>() <= kMaxSmemBytes ? 2 : 1;
+}
 template <int BM, int BN, int kStages>
 constexpr int smem_bytes() {
-  return kStages * stage_bytes<BM, BN>() + store_bytes<BM>() + 1024 + 2 * 8 * kStages;
+  return smem_bytes_with<BM, BN, kStages, store_bufs<BM, BN, kStages>()>();
 }
-constexpr int kMaxSmemBytes = kSm90SmemBytes;  // dynamic shared memory a block may have on sm_90
 
 #ifdef TILELAB_HOPPER_DEVICE
 // ---- mbarriers
@@ -449,9 +467,10 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
   constexpr int kStageBytes = stage_bytes<BM, BN>();
   constexpr int kABytes = BM * 128;
   constexpr int kConsumerWarps = 4 * consumer_groups<BM>();
+  constexpr int kBufs = store_bufs<BM, BN, kStages>();  // staging buffers a consumer warp
   constexpr int kTileK = tile_k<T>();  // also a box's extent along its contiguous dimension
   static_assert(BN % 8 == 0 && (BN % 64 == 0 || sizeof(T) == 2), "hopper: BN a multiple of 8; of 64 for TF32");
-  static_assert(!kSwap || (sizeof(T) == 2 && BM == 128 && !kPingPong && BN * 32 <= 2 * kStoreBoxBytes),
+  static_assert(!kSwap || (sizeof(T) == 2 && BM == 128 && !kPingPong && BN * 32 <= kBufs * kStoreBoxBytes),
                 "hopper: swap-AB rows are half precision, cooperative 128-row tiles, a BN x 16 box a warp");
   // B's boxes: one of BN rows (k-contiguous), or BN / 64 rounded up of 64 columns (n-contiguous; the TMA
   // fills the whole box, so the stage's expected bytes count whole boxes).
@@ -466,7 +485,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
   const uint32_t raw = smem_u32(hp_smem);
   const uint32_t ring = (raw + 1023) & ~1023u;
   const uint32_t staging = ring + kStages * kStageBytes;  // the epilogue's boxes (1024-byte aligned)
-  const uint32_t bars = staging + store_bytes<BM>();  // full[s] at bars + 8s, empty[s] at bars + 8(kStages + s)
+  const uint32_t bars = staging + store_bytes<BM, kBufs>();  // full[s] at bars + 8s, empty[s] at bars + 8(kStages + s)
   auto full = [&](int s) { return bars + 8 * s; };
   auto empty = [&](int s) { return bars + 8 * (kStages + s); };
   // A stage is released by every consumer warp that read it: both warpgroups'
@@ -519,7 +538,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
     }
   } else {
     // ---------------- consumers
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(consumer_regs<BM>()));
     const int c = wg - 1;  // cooperative: which 64 rows of every tile; ping-pong: which tiles (every other)
     const int warp = (tid / 32) % 4, lane = tid % 32;
     const int g = lane / 4, t = lane % 4;
@@ -644,7 +663,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
           if (p.act != Activation::None) activate_all<true>(p.act, d[0]);
           // The warp's box: BN rows (C's rows n0..) of 16 columns (C's columns mrow..), 32 bytes a row, in
           // this warp's two staging buffers (4 KB), free once its last store has read them.
-          const uint32_t buf = staging + ((c * 4 + warp) * 2) * kStoreBoxBytes;
+          const uint32_t buf = staging + ((c * 4 + warp) * kBufs) * kStoreBoxBytes;
           if (lane == 0) bulk_wait_read<0>();
           __syncwarp();
           // Lane (g, t) holds C^T(g + 8r, n) and C^T(g + 8r, n + 1), n = 8q + 2t: C[n][g + 8r] and
@@ -711,20 +730,21 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
         constexpr int kBoxCols = kTileK;  // a box is 128 bytes wide
         constexpr int kBoxes = (BN + kBoxCols - 1) / kBoxCols, kTailCols = store_tail_cols<T, BN>();
         const uint32_t tb = ((((2 * t * kSize) >> 4) ^ g) << 4) | ((2 * t * kSize) & 15);
-        const uint32_t boxes = staging + ((c * 4 + warp) * 2) * kStoreBoxBytes;  // this warp's two buffers
+        const uint32_t boxes = staging + ((c * 4 + warp) * kBufs) * kStoreBoxBytes;  // this warp's buffers
         const uint32_t box0 = boxes + g * 128 + tb;
         // An even number of boxes a tile: every tile starts on buffer 0 (known at compile time); an odd
-        // number (128 x 192 and 128 x 160 half tiles: 3) carries the alternation from tile to tile.
-        if constexpr ((kHalves * kBoxes) % 2 == 0) box = 0;
+        // number (128 x 192 and 128 x 160 half tiles: 3) carries the alternation from tile to tile. One
+        // buffer: always buffer 0, reused once the previous box's store has read it.
+        if constexpr ((kHalves * kBoxes) % 2 == 0 || kBufs == 1) box = 0;
 #pragma unroll
         for (int h = 0; h < kHalves; ++h) {
           const int mrow0 = m0 + (kPingPong ? h : c) * 64 + warp * 16;
 #pragma unroll
-          for (int cb = 0; cb < kBoxes; ++cb, box ^= 1) {
+          for (int cb = 0; cb < kBoxes; ++cb, box ^= (kBufs - 1)) {
             const bool tail = kTailCols != 0 && cb == kBoxes - 1;  // known at compile time (unrolled)
             const uint32_t buf = box0 + box * kStoreBoxBytes;  // + this thread's row g and column 2t
-            // The store issued two boxes ago (from this buffer) has read it.
-            if (lane == 0) bulk_wait_read<1>();
+            // The store issued kBufs boxes ago (from this buffer) has read it.
+            if (lane == 0) bulk_wait_read<kBufs - 1>();
             __syncwarp();
 #pragma unroll
             for (int qq = 0; qq < kBoxCols / 8; ++qq) {
