@@ -627,8 +627,8 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
       std::ostringstream why;
       why << "sm_90, the fullest last wave: " << (t192 + sms - 1) / sms << " round(s) of 192x192 tiles on " << sms
           << " SMs, " << o192 << " outputs an SM, against " << o128 << " with 128-row tiles 192 or 256 wide (H100, "
-          << "bf16, per call under CUDA graphs: x @ W.t() 4096x2048x5632 0.155 ms vs 0.162-0.170 for "
-             "hopper_128x256x64 and 0.168 for hopper_128x192x64; cuBLAS 0.153)";
+          << "bf16, per call under CUDA graphs, two builds: x @ W.t() 4096x2048x5632 0.140-0.155 ms vs 0.150-0.170 "
+             "for hopper_128x256x64 and 0.159-0.168 for hopper_128x192x64)";
       ch = pick(kHopperM192, why.str());
       if (ch.cfg) return ch;
     }
