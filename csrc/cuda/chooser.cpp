@@ -517,7 +517,8 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // 1 round of 192 against 2 of 128 or 1 of 256 at M = 4096), its fuller last wave wins.
     // (hopper_128x160x64 is not a candidate: on 3072 x 768 weight gradients it beats 128x192 on an H200
     // and loses to it on an H100, which this rule cannot tell apart; tune() picks it per GPU.)
-    const auto work = [&](int bn) { return (tiles(p, 128, bn) + sms - 1) / sms * std::min<int64_t>(bn, p.N); };
+    const auto rounds = [&](int bm, int bn) { return (tiles(p, bm, bn) + sms - 1) / sms; };  // of tiles on the SMs
+    const auto work = [&](int bn) { return rounds(128, bn) * std::min<int64_t>(bn, p.N); };
     const int64_t w128 = work(128), w192 = work(192), w256 = work(256);
     if (half && 10 * w192 <= 9 * std::min(w128, w256)) {
       std::ostringstream why;
@@ -620,12 +621,13 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // on equal rounds 0.091 ms against 0.082 for 128x192): only where they need at most 94% of the outputs an SM
     // of 128x192 and 128x256 tiles, with a wave of them (4096 x 5632: 660 tiles, 5 rounds, against 704 of 128x256
     // in 6).
-    const int64_t t192 = tiles(p, 192, 192);
-    const int64_t o192 = (t192 + sms - 1) / sms * std::min<int64_t>(192, p.M) * std::min<int64_t>(192, p.N);
+    const KernelConfig& m192 = kConfigs[kHopperM192];
+    const int64_t r192 = rounds(m192.bm, m192.bn);
+    const int64_t o192 = r192 * std::min<int64_t>(m192.bm, p.M) * std::min<int64_t>(m192.bn, p.N);
     const int64_t o128 = std::min(w192, w256) * std::min<int64_t>(128, p.M);
-    if (half && t192 >= sms && 100 * o192 <= 94 * o128) {
+    if (half && tiles(p, m192.bm, m192.bn) >= sms && 100 * o192 <= 94 * o128) {
       std::ostringstream why;
-      why << "sm_90, the fullest last wave: " << (t192 + sms - 1) / sms << " round(s) of 192x192 tiles on " << sms
+      why << "sm_90, the fullest last wave: " << r192 << " round(s) of 192x192 tiles on " << sms
           << " SMs, " << o192 << " outputs an SM, against " << o128 << " with 128-row tiles 192 or 256 wide (H100, "
           << "bf16, per call under CUDA graphs, two builds: x @ W.t() 4096x2048x5632 0.140-0.155 ms vs 0.150-0.170 "
              "for hopper_128x256x64 and 0.159-0.168 for hopper_128x192x64)";

@@ -181,8 +181,9 @@ void launch_hopper(const KernelConfig& row, const GemmProblem& p) {
     // tiles of bn x bm (kBM x kBN).
     constexpr bool kSwap = same_name(c.variant, "hopper_swap");
     constexpr int kBM = kSwap ? c.bn : c.bm, kBN = kSwap ? c.bm : c.bn;
-    static_assert((kBM == 128 || kBM == 64 || (kBM == 192 && !kSwap)) && c.threads == hopper::threads<kBM>(),
-                  "hopper rows: 128 x BN tiles on 3 warpgroups, 64 x BN on 2, or 192 x BN on 4");
+    // (threads<kBM> admits 64, 128 or 192 rows; the kernel, 128 for swap-AB rows.)
+    static_assert(c.threads == hopper::threads<kBM>(), "hopper rows: a producer warpgroup and one consumer "
+                                                       "warpgroup per 64 rows of the tile");
     // warps_m: the MMA warps on one tile -- 4 a 64-row consumer warpgroup (cooperative: one or two of
     // them), or 4 on a 128-row tile (ping-pong: one warpgroup computes the whole tile, the other the next).
     constexpr bool kPingPong = !kSwap && c.bm == 128 && c.warps_m == 4;

@@ -108,12 +108,13 @@ template <int BM>
 constexpr int threads() {
   return 128 * (1 + consumer_groups<BM>());
 }
-// setmaxnreg: the producer gives registers away, the consumers take them (multiples of 8, within 64K a block:
-// 40*128 + 232*256, or 40*128 + 152*384 for three consumer warpgroups).
+// setmaxnreg: the producer gives registers away, the consumers take what fits in 64K a block, in multiples
+// of 8, at most 232 (40*128 + 232*256; 152 each for three consumer warpgroups).
 constexpr int kProducerRegs = 40;
 template <int BM>
 constexpr int consumer_regs() {
-  return consumer_groups<BM>() == 3 ? 152 : 232;
+  const int fits = (65536 - 128 * kProducerRegs) / (128 * consumer_groups<BM>()) / 8 * 8;
+  return fits < 232 ? fits : 232;
 }
 
 // A stage holds A's BM rows and B's BN rounded up to whole 64-row boxes (an n-contiguous B of a
