@@ -81,7 +81,7 @@ dim3 persistent_grid(const GemmProblem& p, int bm, int bn) {
 // hopper_fuses_activation of the caller's product.
 template <typename T, int BM, int BN, int kStages, bool kPingPong, bool kSwap, bool kAK, bool kBK>
 void launch_one(const GemmProblem& p0, bool store_c, cudaStream_t stream) {
-  constexpr int smem = hopper::smem_bytes<T, BM, BN, kStages, kPingPong>();
+  constexpr int smem = hopper::smem_bytes<BM, BN, kStages>();
   constexpr auto kernel = hopper_kernel<T, BM, BN, kStages, kAK, kBK, kPingPong, kSwap>;
   allow_smem<kernel>(smem);
   GemmProblem p = p0;
@@ -189,7 +189,7 @@ void launch_hopper(const KernelConfig& row, const GemmProblem& p) {
     constexpr bool kPingPong = !kSwap && c.bm == 128 && c.warps_m == 4;
     static_assert((c.warps_m == kBM / 16 || kPingPong) && c.warps_n == 1,
                   "hopper: a consumer warp of 16 rows per 16 rows of the tile, or 4 of 32 rows (ping-pong)");
-    static_assert(!kPingPong || (!c.tf32 && c.bn <= 192), "hopper: ping-pong rows are half precision, 128 x <= 192");
+    static_assert(!kPingPong || (!c.tf32 && c.bn == 128), "hopper: ping-pong rows are half precision, 128 x 128");
     static_assert(c.min_sm == 90 && c.pad == 0, "wgmma and TMA need sm_90(a); the swizzle replaces padding");
     if constexpr (c.tf32) {
       static_assert(c.dtypes == kF32 && c.bk == hopper::tile_k<float>(), "TF32 rows: fp32, 32 of K per stage");

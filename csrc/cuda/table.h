@@ -92,7 +92,6 @@ inline constexpr KernelConfig kConfigs[] = {
   // ping-pong (warps 4 x 1): each consumer warpgroup computes whole 128x128 tiles, the two taking turns on the
   // tensor cores, so one's epilogue runs under the other's MMAs.
   {"hopper_pingpong_128x128x64", "hopper_pingpong", Family::Hopper,    128, 128, 128, 64,  4, 1,  384, 6, 0, kF16 | kBF16, 90, false, "wgmma 2 x m64n128k16 per warpgroup + TMA, 6-stage ring, ping-pong: two consumer warpgroups alternate tiles"},
-  {"hopper_pingpong_128x192x64", "hopper_pingpong", Family::Hopper,    192, 128, 192, 64,  4, 1,  384, 4, 0, kF16 | kBF16, 90, false, "wgmma 2 x m64n192k16 per warpgroup + TMA, 4-stage ring, ping-pong: two consumer warpgroups alternate tiles"},
   // swap-AB (variant hopper_swap): the kernel computes C^T = B^T A^T, so a tile is named in C's terms, bm x bn =
   // 72 rows x 128 columns, and computed as 128 x 72 (wgmma m64n72k16, two consumer warpgroups); its 72 rows step by
   // wgmma's N (8), not its M (64). cuBLAS's tile for sub-wave token counts: 1576 tokens x 768 outputs are 132 tiles

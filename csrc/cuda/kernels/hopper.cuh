@@ -123,18 +123,11 @@ template <int BM, int BN>
 constexpr int stage_bytes() {
   return (BM + (BN + 63) / 64 * 64) * 128;
 }
-// The epilogue's staging buffers a consumer warp, each one TMA-store box of 16 rows x 128 bytes (64 half / 32
-// fp32 columns), 128-byte swizzled. A warp stores its part of a tile as `tile_boxes` boxes (ping-pong: of
-// both m64 halves). Where one buffer per box fits beside the ring (128x192 and 128x160: 3), the warp writes
-// the whole of its part without waiting and waits for a buffer only one tile later, long after the TMA has
-// read it: the tensor cores resume as soon as the accumulators are in shared memory. Else two (the waits
-// overlap a box's writes with the previous box's store), else one (the 192 x 192 row's 4 x 48 KB ring).
+// The epilogue's staging buffers: two per consumer warp (one where two do not fit beside the ring: the
+// 192 x 192 row's 4 x 48 KB), each one TMA-store box of 16 rows x 128 bytes (64 half / 32 fp32 columns),
+// 128-byte swizzled.
 constexpr int kStoreRows = 16;
 constexpr int kStoreBoxBytes = kStoreRows * 128;
-template <typename T, int BN, bool kPingPong>
-constexpr int tile_boxes() {
-  return (kPingPong ? 2 : 1) * ((BN + tile_k<T>() - 1) / tile_k<T>());
-}
 template <int BM, int bufs>
 constexpr int store_bytes() {  // 32 KB for 8 consumer warps with 2 buffers, 16 KB for 4
   return consumer_groups<BM>() * 4 * bufs * kStoreBoxBytes;
@@ -148,15 +141,13 @@ template <int BM, int BN, int kStages, int bufs>
 constexpr int smem_bytes_with() {
   return kStages * stage_bytes<BM, BN>() + store_bytes<BM, bufs>() + 1024 + 2 * 8 * kStages;
 }
-template <typename T, int BM, int BN, int kStages, bool kPingPong>
+template <int BM, int BN, int kStages>
 constexpr int store_bufs() {
-  constexpr int whole = tile_boxes<T, BN, kPingPong>();
-  if (whole > 2 && smem_bytes_with<BM, BN, kStages, whole>() <= kMaxSmemBytes) return whole;
   return smem_bytes_with<BM, BN, kStages, 2>() <= kMaxSmemBytes ? 2 : 1;
 }
-template <typename T, int BM, int BN, int kStages, bool kPingPong>
+template <int BM, int BN, int kStages>
 constexpr int smem_bytes() {
-  return smem_bytes_with<BM, BN, kStages, store_bufs<T, BM, BN, kStages, kPingPong>()>();
+  return smem_bytes_with<BM, BN, kStages, store_bufs<BM, BN, kStages>()>();
 }
 
 #ifdef TILELAB_HOPPER_DEVICE
@@ -471,13 +462,13 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
                   GemmArgs<T> p, int a_batch, int b_batch, int store_c) {
 #ifdef TILELAB_HOPPER_DEVICE
   using namespace hopper;
-  static_assert(smem_bytes<T, BM, BN, kStages, kPingPong>() <= kMaxSmemBytes, "hopper: the ring must fit in shared memory");
-  static_assert(!kPingPong || (BN <= 192 && BM == 128),
+  static_assert(smem_bytes<BM, BN, kStages>() <= kMaxSmemBytes, "hopper: the ring must fit in shared memory");
+  static_assert(!kPingPong || (BN <= 128 && BM == 128),
                 "hopper: a ping-pong warpgroup holds a whole 128-row tile (BN / 2 * 2 floats)");
   constexpr int kStageBytes = stage_bytes<BM, BN>();
   constexpr int kABytes = BM * 128;
   constexpr int kConsumerWarps = 4 * consumer_groups<BM>();
-  constexpr int kBufs = store_bufs<T, BM, BN, kStages, kPingPong>();  // staging buffers a consumer warp
+  constexpr int kBufs = store_bufs<BM, BN, kStages>();  // staging buffers a consumer warp
   constexpr int kTileK = tile_k<T>();  // also a box's extent along its contiguous dimension
   static_assert(BN % 8 == 0 && (BN % 64 == 0 || sizeof(T) == 2), "hopper: BN a multiple of 8; of 64 for TF32");
   static_assert(!kSwap || (sizeof(T) == 2 && BM == 128 && !kPingPong && BN * 32 <= kBufs * kStoreBoxBytes),
@@ -561,7 +552,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
 
     int it = 0;   // the ring position of this tile's first k-tile
     int j = 0;    // the block's tile count so far
-    int box = 0;  // the warp's staging buffer for its next TMA-store box (they take turns)
+    int box = 0;  // the warp's staging buffer for its next TMA-store box (the two alternate)
     for (int64_t i = blockIdx.x; i < sched.count; i += gridDim.x, ++j) {
       const WorkTile w = sched.at(i);
       const int ktiles = w.k_end - w.k_begin;
@@ -572,7 +563,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
       // Half precision: the tile's column bias is loaded now, packed in pairs (exact: its elements are T),
       // and arrives during the MMAs (after them it would cost a memory round trip per tile: ~10% of a
       // K = 768 tile). TF32 rows load it after the MMAs (fp32 pairs would take BN / 4 more registers).
-      constexpr bool kPreloadBias = sizeof(T) == 2 && (!kPingPong || BN <= 128);
+      constexpr bool kPreloadBias = sizeof(T) == 2;
       uint32_t bias_pairs[kPreloadBias ? BN / 8 : 1];
       if constexpr (kPreloadBias) {
         if (column_bias(p)) {
@@ -742,15 +733,15 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
         const uint32_t tb = ((((2 * t * kSize) >> 4) ^ g) << 4) | ((2 * t * kSize) & 15);
         const uint32_t boxes = staging + ((c * 4 + warp) * kBufs) * kStoreBoxBytes;  // this warp's buffers
         const uint32_t box0 = boxes + g * 128 + tb;
-        // Boxes a tile a multiple of the buffers: every tile starts on buffer 0 (known at compile time);
-        // otherwise (3 boxes a tile on 2 buffers) the turns carry from tile to tile. One buffer: always
-        // buffer 0, reused once the previous box's store has read it.
-        if constexpr ((kHalves * kBoxes) % kBufs == 0) box = 0;
+        // An even number of boxes a tile: every tile starts on buffer 0 (known at compile time); an odd
+        // number (128 x 192 and 128 x 160 half tiles: 3) carries the alternation from tile to tile. One
+        // buffer: always buffer 0, reused once the previous box's store has read it.
+        if constexpr ((kHalves * kBoxes) % 2 == 0 || kBufs == 1) box = 0;
 #pragma unroll
         for (int h = 0; h < kHalves; ++h) {
           const int mrow0 = m0 + (kPingPong ? h : c) * 64 + warp * 16;
 #pragma unroll
-          for (int cb = 0; cb < kBoxes; ++cb, box = box + 1 == kBufs ? 0 : box + 1) {
+          for (int cb = 0; cb < kBoxes; ++cb, box ^= (kBufs - 1)) {
             const bool tail = kTailCols != 0 && cb == kBoxes - 1;  // known at compile time (unrolled)
             const uint32_t buf = box0 + box * kStoreBoxBytes;  // + this thread's row g and column 2t
             // The store issued kBufs boxes ago (from this buffer) has read it.
