@@ -29,7 +29,7 @@ def linear(M, K, N, dtype=BF16):
 
 
 @pytest.mark.parametrize("operands", [mm, linear], ids=["mm", "linear"])
-@pytest.mark.parametrize("M,K,N", [(12608, 768, 384), (20000, 1024, 128), (12608, 3072, 384)])
+@pytest.mark.parametrize("M,K,N", [(12480, 768, 384), (20000, 1024, 128), (12480, 3072, 384)])
 def test_pingpong_for_projection_k(operands, M, K, N):
     """Half precision, K of 8..48 steps of 64, a wave of 128x128 tiles and an N that 128x256
     tiles would cover with more than 25% waste: ping-pong."""
@@ -57,7 +57,7 @@ def test_pingpong_for_attention_context():
 @pytest.mark.parametrize("M,K,N,batch", [(4096, 4096, 4096, None), (4096, 14336, 4096, None),
                                          (4096, 3136, 3072, None),  # 49 steps of K
                                          (4096, 768, 3072, None), (4096, 2048, 14336, None),
-                                         (12608, 768, 3072, None), (8192, 1024, 4096, None),
+                                         (8192, 1024, 4096, None),
                                          (512, 64, 512, 96), (2048, 128, 2048, 32)])
 def test_cooperative_where_256_fits(M, K, N, batch):
     """Wherever 128x256 tiles fit N and fill half a wave (projections, long K, attention's
@@ -67,7 +67,7 @@ def test_cooperative_where_256_fits(M, K, N, batch):
 
 
 @pytest.mark.parametrize("operands", [mm, linear], ids=["mm", "linear"])
-@pytest.mark.parametrize("M,K,N", [(4096, 3072, 768), (4096, 768, 768), (12608, 3072, 768), (4096, 768, 2304)])
+@pytest.mark.parametrize("M,K,N", [(4096, 3072, 768), (4096, 768, 768)])
 def test_128x192_fills_the_last_wave(operands, M, K, N):
     """Where 128x192 tiles need at most 90% of the rounds x columns an SM of both other tilings:
     N = 768 at M = 4096 is 128 tiles (one round of 192 columns) against 192 of 128x128 (two rounds
@@ -84,14 +84,34 @@ def test_128x192_fills_the_last_wave(operands, M, K, N):
 def test_192x192_fills_whole_waves(operands):
     """Llama's gate and up projections at 4096 tokens (N = 5632): 660 tiles of 192x192 are 5
     rounds on 132 SMs, 184320 outputs an SM, against 704 of 128x256 in 6 rounds (196608): the
-    three-warpgroup row. Where the saving is under 6% (4096^3: 484 tiles in 4 rounds against 512
-    in 4), fewer than a wave of them (4096 x 768) or fp32, the 128-row rules keep the product."""
+    three-warpgroup row."""
     e = explain_described(*operands(4096, 2048, 5632), **H200)
     assert e.kernel == "hopper_m192_192x192x64" and "184320 outputs an SM, against 196608" in e.reason, e
-    assert explain_described(*operands(4096, 4096, 4096), **H200).kernel == "hopper_128x256x64"
-    assert explain_described(*operands(12608, 3072, 768), **H200).kernel == "hopper_128x192x64"
-    assert explain_described(*operands(4096, 3072, 768), **H200).kernel == "hopper_128x192x64"
+    assert "whole waves" in e.reason, e
+
+
+@pytest.mark.parametrize("operands", [mm, linear], ids=["mm", "linear"])
+@pytest.mark.parametrize("M,K,N,outputs", [(12608, 768, 2304, 221184), (12608, 768, 3072, 294912),
+                                           (12608, 3072, 768, 73728), (12608, 768, 768, 73728),
+                                           (4096, 768, 2304, 73728), (12608, 768, 384, 36864)])
+def test_192x192_at_equal_or_fewer_outputs(operands, M, K, N, outputs):
+    """ViT-B/16 at batch 64 (12608 tokens: qkv, fc1, fc2 and proj, and their dX) and GPT-2's
+    c_attn at 4096 tokens: 192x192 tiles need no more outputs an SM than the 128-row tilings (6,
+    8, 2 and 2 rounds), and the rule comes before the 128x192 and ping-pong rules (12608 x 384:
+    one round of 192x192 tiles, 36864 outputs an SM, against 49152)."""
+    e = explain_described(*operands(M, K, N), **H200)
+    assert e.kernel == "hopper_m192_192x192x64" and f"{outputs} outputs an SM" in e.reason, e
+
+
+def test_192x192_not_where_it_needs_more():
+    """Where a wave of 192x192 tiles needs more outputs an SM (4096^3: 484 tiles in 4 rounds,
+    147456 against 131072), fewer than a wave of them (4096 x 768: 88 tiles) or fp32, the
+    128-row rules keep the product; one tile fewer a column (12480 rows: 130 tiles) too."""
+    assert explain_described(*mm(4096, 4096, 4096), **H200).kernel == "hopper_128x256x64"
+    assert explain_described(*mm(4096, 3072, 768), **H200).kernel == "hopper_128x192x64"
+    assert explain_described(*mm(12480, 768, 384), **H200).kernel == "hopper_pingpong_128x128x64"
     assert explain_described(*mm(4096, 2048, 5632, torch.float32), **H200).kernel != "hopper_m192_192x192x64"
+    assert explain_described(*mm(4096, 2048, 5632), **A100).kernel != "hopper_m192_192x192x64"
 
 
 def weight_grad(M, K, N, dtype=BF16):
@@ -228,7 +248,8 @@ def test_m64_for_17_to_64_rows(operands, M, K, N):
 
 
 def test_fp16_follows_bf16():
-    assert explain_described(*mm(12608, 768, 384, torch.float16), **H200).kernel == "hopper_pingpong_128x128x64"
+    assert explain_described(*mm(12480, 768, 384, torch.float16), **H200).kernel == "hopper_pingpong_128x128x64"
+    assert explain_described(*mm(12608, 768, 384, torch.float16), **H200).kernel == "hopper_m192_192x192x64"
     assert explain_described(*mm(4096, 3072, 768, torch.float16), **H200).kernel == "hopper_128x192x64"
 
 

@@ -520,6 +520,26 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     const auto rounds = [&](int bm, int bn) { return (tiles(p, bm, bn) + sms - 1) / sms; };  // of tiles on the SMs
     const auto work = [&](int bn) { return rounds(128, bn) * std::min<int64_t>(bn, p.N); };
     const int64_t w128 = work(128), w192 = work(192), w256 = work(256);
+    // Whole waves of 192 x 192 tiles (three consumer warpgroups): where they need no more outputs an SM than the
+    // 128-row tilings 192 and 256 wide, with a wave of them. Fewer, larger tiles an SM carry fewer epilogues and
+    // L2 bytes per output: by kernel durations (CUPTI) the row is as fast or faster at equal outputs an SM
+    // (ViT-B/16 at batch 64: 12608 x 2304, x 3072 and x 768 outputs, 6, 8 and 2 rounds), and faster with fewer
+    // (4096 x 5632: 660 tiles in 5 rounds against 704 of 128x256 in 6). Where it needs more (4096^3: 484 tiles in
+    // 4 rounds, 147456 outputs an SM against 131072) the 128-row rules below keep the product.
+    const KernelConfig& m192 = kConfigs[kHopperM192];
+    const int64_t r192 = rounds(m192.bm, m192.bn);
+    const int64_t o192 = r192 * std::min<int64_t>(m192.bm, p.M) * std::min<int64_t>(m192.bn, p.N);
+    const int64_t o128 = std::min(w192, w256) * std::min<int64_t>(128, p.M);
+    if (half && tiles(p, m192.bm, m192.bn) >= sms && o192 <= o128) {
+      std::ostringstream why;
+      why << "sm_90, whole waves of 192x192 tiles: " << r192 << " round(s) on " << sms << " SMs, " << o192
+          << " outputs an SM, against " << o128 << " with 128-row tiles 192 or 256 wide (H100, bf16, kernel "
+          << "durations: x @ W.t() + bias 12608x768x2304 0.0691 ms vs 0.0711 for hopper_128x256x64, 12608x3072x768 "
+             "0.0800 vs 0.0818 for hopper_128x192x64, 12608x768x384 0.0140 vs 0.0167 for hopper_pingpong_128x128x64; "
+             "ViT-B/16 batch 64 forward under CUDA graphs 1.07x cuBLAS against 1.02x on the 128-row tiles)";
+      ch = pick(kHopperM192, why.str());
+      if (ch.cfg) return ch;
+    }
     if (half && 10 * w192 <= 9 * std::min(w128, w256)) {
       std::ostringstream why;
       why << "sm_90, the fullest last wave: " << w192 / std::min<int64_t>(192, p.N) << " round(s) of 128x192 tiles on "
@@ -614,24 +634,6 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
                            "more SMs stream the operands at fewer bytes a k-step (H200, bf16, per call under CUDA "
                            "graphs: 1576x3072x768 0.0163 ms vs 0.0189 for hopper_128x128x64, 1576x768x768 0.0065 vs "
                            "0.0073)");
-      if (ch.cfg) return ch;
-    }
-    // Where the rules above leave 128x256 tiles: the last-wave measure in outputs an SM for 192 x 192 tiles
-    // (three consumer warpgroups), whose pace per output is up to 20% below the 128-row tiles' (H100: 12608x3072x768
-    // on equal rounds 0.091 ms against 0.082 for 128x192): only where they need at most 94% of the outputs an SM
-    // of 128x192 and 128x256 tiles, with a wave of them (4096 x 5632: 660 tiles, 5 rounds, against 704 of 128x256
-    // in 6).
-    const KernelConfig& m192 = kConfigs[kHopperM192];
-    const int64_t r192 = rounds(m192.bm, m192.bn);
-    const int64_t o192 = r192 * std::min<int64_t>(m192.bm, p.M) * std::min<int64_t>(m192.bn, p.N);
-    const int64_t o128 = std::min(w192, w256) * std::min<int64_t>(128, p.M);
-    if (half && tiles(p, m192.bm, m192.bn) >= sms && 100 * o192 <= 94 * o128) {
-      std::ostringstream why;
-      why << "sm_90, the fullest last wave: " << r192 << " round(s) of 192x192 tiles on " << sms
-          << " SMs, " << o192 << " outputs an SM, against " << o128 << " with 128-row tiles 192 or 256 wide (H100, "
-          << "bf16, per call under CUDA graphs, two builds: x @ W.t() 4096x2048x5632 0.140-0.155 ms vs 0.150-0.170 "
-             "for hopper_128x256x64 and 0.159-0.168 for hopper_128x192x64)";
-      ch = pick(kHopperM192, why.str());
       if (ch.cfg) return ch;
     }
     if (2 * tiles256 >= sms && n_fits_256) {
