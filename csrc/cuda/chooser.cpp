@@ -520,8 +520,8 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     const auto rounds = [&](int bm, int bn) { return (tiles(p, bm, bn) + sms - 1) / sms; };  // of tiles on the SMs
     const auto work = [&](int bn) { return rounds(128, bn) * std::min<int64_t>(bn, p.N); };
     const int64_t w128 = work(128), w192 = work(192), w256 = work(256);
-    // Whole waves of 192 x 192 tiles (three consumer warpgroups): where they need no more outputs an SM than the
-    // 128-row tilings 192 and 256 wide, with a wave of them. Fewer, larger tiles an SM carry fewer epilogues and
+    // 192 x 192 tiles (three consumer warpgroups), with a wave of them, where they need no more outputs an SM than
+    // the 128-row tilings 192 and 256 wide. Fewer, larger tiles an SM carry fewer epilogues and
     // L2 bytes per output: by kernel durations (CUPTI) the row is as fast or faster at equal outputs an SM
     // (ViT-B/16 at batch 64: 12608 x 2304, x 3072 and x 768 outputs, 6, 8 and 2 rounds), and faster with fewer
     // (4096 x 5632: 660 tiles in 5 rounds against 704 of 128x256 in 6). Where it needs more (4096^3: 484 tiles in
@@ -532,7 +532,7 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     const int64_t o128 = std::min(w192, w256) * std::min<int64_t>(128, p.M);
     if (half && tiles(p, m192.bm, m192.bn) >= sms && o192 <= o128) {
       std::ostringstream why;
-      why << "sm_90, whole waves of 192x192 tiles: " << r192 << " round(s) on " << sms << " SMs, " << o192
+      why << "sm_90, 192x192 tiles in " << r192 << " round(s) on " << sms << " SMs, " << o192
           << " outputs an SM, against " << o128 << " with 128-row tiles 192 or 256 wide (H100, bf16, kernel "
           << "durations: x @ W.t() + bias 12608x768x2304 0.0691 ms vs 0.0711 for hopper_128x256x64, 12608x3072x768 "
              "0.0800 vs 0.0818 for hopper_128x192x64, 12608x768x384 0.0140 vs 0.0167 for hopper_pingpong_128x128x64; "
