@@ -83,11 +83,12 @@ inline constexpr KernelConfig kConfigs[] = {
   // 0.095 ms vs 0.099 for 128x192 on an H200, 0.119 vs 0.099 on an H100. A 112-wide row was slower than
   // 128x128 everywhere it was tried, even with 126 tiles against 108 (H200, 2304 x 768: 0.081 ms vs 0.076).
   {"hopper_128x160x64",          "hopper",          Family::Hopper,    160, 128, 160, 64,  8, 1,  384, 4, 0, kF16 | kBF16, 90, false, "wgmma m64n160k16 (fp32 acc) + TMA, 128B swizzle, 4-stage mbarrier ring, producer + 2 consumer warpgroups"},
-  // 192 x 192 (warps 12 x 1, 512 threads: three consumer warpgroups of 64 rows): whole waves where 128-row tiles
-  // leave a last wave partly idle (4096 x 5632 outputs: 660 tiles, 5 waves on 132 SMs, against 704 of 128x256,
-  // 5.3 waves), at 96 flops a byte of a stage against 85 for 128x256. Its 4 stages of 48 KB leave room for one
-  // staging box a consumer warp (128-row tiles have two); at 512 threads ptxas gives a thread at most 128
-  // registers (96 accumulators; 8 bytes spilled).
+  // 192 x 192 (warps 12 x 1, 512 threads: three consumer warpgroups of 64 rows): fewer, larger tiles an SM, at 96
+  // flops a byte of a stage against 85 for 128x256, and whole waves where 128-row tiles leave a last wave partly
+  // idle (4096 x 5632 outputs: 660 tiles, 5 waves on 132 SMs, against 704 of 128x256, 5.3 waves). Its 4 stages
+  // of 48 KB leave room for one staging box a consumer warp (128-row tiles have two). 512 threads launch with 128
+  // registers each; the consumer branch takes 152 (setmaxnreg, which ptxas allocates to) for its 96
+  // accumulators; 8 bytes spill (a value kept from before the branch to the epilogue).
   {"hopper_m192_192x192x64",     "hopper_m192",     Family::Hopper,    192, 192, 192, 64, 12, 1,  512, 4, 0, kF16 | kBF16, 90, false, "wgmma m64n192k16 (fp32 acc) + TMA, 128B swizzle, 4-stage mbarrier ring, producer + 3 consumer warpgroups"},
   // ping-pong (warps 4 x 1): each consumer warpgroup computes whole 128x128 tiles, the two taking turns on the
   // tensor cores, so one's epilogue runs under the other's MMAs.

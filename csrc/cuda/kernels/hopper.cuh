@@ -445,7 +445,8 @@ __device__ __forceinline__ void bar_arrive(int id, int threads) {
 // made a map of C (store_c: C's rows and batches 16-byte aligned, no
 // per-element bias, not a split-K slice), the activation p.act is applied in
 // fp32 and each warp converts its rows to T in
-// two shared-memory boxes of 16 x 128 bytes, alternately, and the TMA writes
+// two shared-memory boxes of 16 x 128 bytes, alternately (one, reused, for the
+// 192-row tiles: store_bufs), and the TMA writes
 // them (clipped at M and N, asynchronously: the warp goes on to its next tile
 // while the writes drain). Otherwise the threads store from registers.
 //
@@ -552,7 +553,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
 
     int it = 0;   // the ring position of this tile's first k-tile
     int j = 0;    // the block's tile count so far
-    int box = 0;  // the warp's staging buffer for its next TMA-store box (the two alternate)
+    int box = 0;  // the warp's staging buffer for its next TMA-store box (two alternate; one: always 0)
     for (int64_t i = blockIdx.x; i < sched.count; i += gridDim.x, ++j) {
       const WorkTile w = sched.at(i);
       const int ktiles = w.k_end - w.k_begin;
