@@ -119,11 +119,30 @@ def weight_grad(M, K, N, dtype=BF16):
     return torch.empty(K, M, dtype=dtype).t(), torch.empty(K, N, dtype=dtype)
 
 
-@pytest.mark.parametrize("M,K,N", [(3072, 12608, 768), (768, 12608, 3072), (3072, 4096, 768)])
+@pytest.mark.parametrize("M,K,N", [(3072, 12608, 768), (768, 12608, 3072)])
+def test_192x192_in_two_slices_for_long_k_weight_gradients(M, K, N):
+    """ViT-B/16's MLP weight gradients at batch 64 (3072 x 768 over 12608 tokens): 64 tiles of 192x192
+    in 2 slices of K are a wave (128 blocks on 132 SMs) where 128x192 tiles leave a quarter idle; the
+    kernel adds the two slices (a second pass would move the whole output twice)."""
+    e = explain_described(*weight_grad(M, K, N), **H200)
+    assert e.kernel == "hopper_m192_192x192x64" and e.details["split_k"] == 2, e
+    assert "in 2 slices of K on 132 SMs" in e.reason and "added in the kernel" in e.reason, e
+
+
+def test_192x192_in_two_slices_not_elsewhere():
+    """Two slices that leave SMs idle (ViT-B's qkv, 2304 x 768: 96 blocks), short slices (GPT-2's MLP
+    at 4096 tokens: 32 k-steps each), or tiles that are not whole (3000 x 768) keep the other rules."""
+    for M, K, N in [(2304, 12608, 768), (3072, 4096, 768), (768, 4096, 3072), (3000, 12608, 768)]:
+        e = explain_described(*weight_grad(M, K, N), **H200)
+        assert e.kernel != "hopper_m192_192x192x64", (M, K, N, e)
+    assert explain_described(*weight_grad(768, 12608, 768), **H200).kernel == "hopper_128x128x64"
+
+
+@pytest.mark.parametrize("M,K,N", [(3072, 4096, 768), (768, 4096, 3072)])
 def test_128x160_left_to_tune(M, K, N):
-    """Weight gradients of ViT-B's and GPT-2's MLP (3072 x 768 over the tokens): 128x160 is faster
-    than 128x192 on an H200 and slower on an H100, which a rule cannot tell apart (sm 90, 132 SMs
-    each): no rule picks it, 128x192's fuller last wave does; variant= still runs it."""
+    """Weight gradients of GPT-2's MLP (3072 x 768 over 4096 tokens): 128x160 is faster than 128x192 on
+    an H200 and slower on an H100 (ViT-B's, over 12608 tokens), which a rule cannot tell apart (sm 90,
+    132 SMs each): no rule picks it, 128x192's fuller last wave does; variant= still runs it."""
     e = explain_described(*weight_grad(M, K, N), **H200)
     assert e.kernel == "hopper_128x192x64" and "last wave" in e.reason, e
     forced = explain_described(*weight_grad(M, K, N), **H200, variant="hopper_128x160x64")

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import tilelab_torch
-from conftest import (HALF, LAYOUTS, TOL, TOL_TF32, check_misaligned_views, check_odd_shape, fresh_seed,
-                      kernel_runs_here, rel_err)
+from conftest import (ACT_REFS, HALF, LAYOUTS, TOL, TOL_TF32, Poisoned, check_misaligned_views, check_odd_shape,
+                      fresh_seed, kernel_runs_here, rel_err)
 
 pytestmark = pytest.mark.gpu
 
@@ -134,6 +134,66 @@ def test_persistent_many_tiles(high, config):
             assert err <= tol, f"{config} addmm, {splits} K slices: {err:.3g}, seed={seed}"
     finally:
         torch.ops.tilelab._set_split_k(None)
+
+
+# (M, K, N): K of 47 k-steps (no slice count below divides it), of 2 (fewer k-steps than the slices asked
+# for), of 4097 (odd rows: copied to aligned ones first); whole 192 x 192 tiles.
+IN_KERNEL_SHAPES = [(300, 3000, 264), (129, 100, 200), (200, 4097, 136), (384, 2048, 384)]
+
+
+@pytest.mark.parametrize("how", ["kernel", "pass"])
+@pytest.mark.parametrize("splits", [2, 3, 7])
+@pytest.mark.parametrize("shape", IN_KERNEL_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("config", ROW_NAMES + TF32_NAMES)
+def test_split_k_added_in_the_kernel(high, config, shape, splits, how):
+    """Split-K whose slices the kernel adds itself (every slice a block of one wave, C through the TMA
+    store; forced by _set_split_reduce("kernel") where the cost would pick the second pass): slice 0's
+    block waits for the others' sums and adds them in order, then bias and activation once. Against
+    float64 with a poisoned output, with a column bias and an activation, a column-major A (dY^T) and a
+    batch; two calls bitwise equal. The second pass ("pass") on the same cases."""
+    M, K, N = shape
+    seed = fresh_seed()
+    dtype = torch.float32 if config in TF32_NAMES else torch.bfloat16
+    tol = TOL_TF32 if dtype == torch.float32 else TOL[dtype]
+    row = next(k for k in ROWS if k.name == config)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    x = torch.randn(M, K, device="cuda", dtype=dtype)
+    w = torch.randn(N, K, device="cuda", dtype=dtype)
+    bias = torch.randn(N, device="cuda", dtype=dtype)
+    x64, w64, b64 = x.double(), w.double(), bias.double()
+    torch.ops.tilelab._set_split_k(splits)
+    torch.ops.tilelab._set_split_reduce(how)
+    try:
+        e = tilelab_torch.explain(x, w.t(), variant=config)
+        s = e.details["split_k"]
+        assert s > 1, e
+        bm, bn = row.block[:2]  # (swap-AB rows: in C's terms)
+        one_wave = -(-M // bm) * -(-N // bn) * s <= sms
+        added_here = how == "kernel" and one_wave
+        assert ("added in the kernel" if added_here else "reduced by a second pass") in e.reason, e
+        for act in (None, "gelu"):
+            ref = ACT_REFS[act](x64 @ w64.t() + b64)
+            poison = Poisoned(M * N, dtype, "cuda")
+            got = torch.ops.tilelab.tiled_linear(x, w, bias, activation=act, variant=config)
+            assert poison.reused(got), "the output did not reuse the poisoned block"
+            err = float((got.double() - ref).norm() / (x64.abs() @ w64.abs().t() + b64.abs()).norm())
+            assert err <= tol, f"{config} {shape} {s} slices ({how}), {act}: {err:.3g}, seed={seed}"
+            again = torch.ops.tilelab.tiled_linear(x, w, bias, activation=act, variant=config)
+            assert torch.equal(got, again), f"{config} {shape} {s} slices ({how}), {act}: two calls differ"
+        # A column-major A (dY^T in a weight gradient) and a batch of 2 sharing B.
+        a = torch.randn(2, K, M, device="cuda", dtype=dtype).transpose(1, 2)
+        got = torch.ops.tilelab.tiled_bmm(a, w.t().expand(2, K, N), variant=config)
+        ref = a.double() @ w64.t()
+        err = float((got.double() - ref).norm() / (a.double().abs() @ w64.abs().t()).norm())
+        assert err <= tol, f"{config} bmm 2 x {shape} {s} slices ({how}): {err:.3g}, seed={seed}"
+    finally:
+        torch.ops.tilelab._set_split_k(None)
+        torch.ops.tilelab._set_split_reduce(None)
+
+
+def test_split_reduce_hook_rejects_unknown():
+    with pytest.raises(RuntimeError, match="must be 'kernel', 'pass' or None"):
+        torch.ops.tilelab._set_split_reduce("atomics")
 
 
 @pytest.mark.parametrize("dtype", HALF, ids=["bf16", "fp16"])

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "../tune_key.h"
+#include "split_reduce.h"
 
 namespace tilelab {
 namespace {
@@ -71,7 +72,8 @@ bool reads_only_its_b(const KernelConfig& c, const GemmProblem& p) {
 // against 43 estimated a block), so their slices are set by that pace, not by
 // the bandwidth, and with the H100's figure they lost 10-30%. A split adds
 // the reduction: a launch plus writing and reading s fp32 slabs of the output
-// at ~3 TB/s. Estimates, not measurements: they only have to rank 1 against s
+// at ~3 TB/s (where the hopper kernel adds the slices itself, split_reduce_plan,
+// it costs less). Estimates, not measurements: they only have to rank 1 against s
 // slices where one wave leaves SMs idle (and, for fp32, the blocked rows).
 constexpr double kBlockFixedNs = 2000, kReduceLaunchNs = 3000, kSmBytesPerNs = 100, kHbmBytesPerNs = 4800,
                  kReduceBytesPerNs = 3000;
@@ -177,8 +179,7 @@ double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, 
       kBlockFixedNs + together * std::max(bytes / pace, flops / mma_flop_per_ns(c, p.dtype));
   const double hbm = esize == 2 && d.mem_bytes_per_ns > 0 ? d.mem_bytes_per_ns : kHbmBytesPerNs;
   const double hbm_ns = static_cast<double>(p.M + p.N) * p.K * p.batch * esize / hbm;
-  const double reduce_ns =
-      s == 1 ? 0.0 : kReduceLaunchNs + 2.0 * s * p.batch * p.M * p.N * 4 / kReduceBytesPerNs;
+  const double reduce_ns = s == 1 ? 0.0 : kReduceLaunchNs + 2.0 * s * p.batch * p.M * p.N * 4 / kReduceBytesPerNs;
   return std::max(rounds * block_ns, hbm_ns) + reduce_ns;
 }
 
@@ -256,7 +257,9 @@ int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d
   best = (kt + per - 1) / per;
   if (best <= 1) return 1;
   std::ostringstream os;
-  os << "; split-K: K in " << best << " slices of " << per * c.bk << ", reduced in a fixed order (";
+  os << "; split-K: K in " << best << " slices of " << per * c.bk << ", "
+     << (split_reduce_plan(c, p, best, d.num_sms).in_kernel ? "added in the kernel" : "reduced by a second pass")
+     << " in a fixed order (";
   if (forced > 0)
     os << "forced by _set_split_k";
   else if (gemv)
@@ -537,6 +540,23 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
           << "durations: x @ W.t() + bias 12608x768x2304 0.0691 ms vs 0.0711 for hopper_128x256x64, 12608x3072x768 "
              "0.0800 vs 0.0818 for hopper_128x192x64, 12608x768x384 0.0140 vs 0.0167 for hopper_pingpong_128x128x64; "
              "ViT-B/16 batch 64 forward under CUDA graphs 1.07x cuBLAS against 1.02x on the 128-row tiles)";
+      ch = pick(kHopperM192, why.str());
+      if (ch.cfg) return ch;
+    }
+    // Two slices of K make a wave of whole 192x192 tiles (at least 90% of the SMs, where the 128-row tilings
+    // leave a quarter idle), each slice at least 64 k-steps: the kernel adds the slices (split_reduce_plan), a
+    // hand-over of ~3 us (the weight gradients of ViT-B/16's MLP, 3072 x 768 over 12608 tokens). Where two
+    // slices leave SMs idle or K is short the rules below keep the product (H200, bf16, dY^T X, kernel
+    // durations: 2304x12608x768 in 96 blocks 0.0770 ms against 0.0696 on 128x128 tiles; GPT-2's 3072x4096x768
+    // 0.0357 against 0.0323 on 128x192).
+    const int64_t t192 = tiles(p, m192.bm, m192.bn);
+    if (half && p.M % m192.bm == 0 && p.N % m192.bn == 0 && 2 * t192 <= sms && 20 * t192 >= 9 * sms &&
+        ksteps >= 128 && estimated_splits(m192, p, d, split_cap(m192, p)) == 2) {
+      std::ostringstream why;
+      why << "sm_90, " << t192 << " 192x192 tiles in 2 slices of K on " << sms << " SMs, " << ksteps
+          << " k-steps of 64: a wave of blocks where 128-row tiles leave SMs idle (H200, bf16, dY^T X, kernel "
+             "durations: 3072x12608x768 0.0807 ms vs 0.0890 for hopper_128x192x64, 768x12608x3072 0.0799 vs "
+             "0.0882; cuBLAS 0.0815, 0.0850)";
       ch = pick(kHopperM192, why.str());
       if (ch.cfg) return ch;
     }

@@ -111,8 +111,24 @@ void launch_one(const GemmProblem& p0, bool store_c, cudaStream_t stream) {
       store_c && !kSwap && kTailCols > 0
           ? make_map(p.c, p.dtype, p.N, p.M, p.batch, p.sc_m, p.sc_b, hopper::kStoreRows, kTailCols)
           : map_c;  // unused
+  // Split-K without slabs (split_k_gemm sends it only where split_reduce_plan says so): the kernel adds the
+  // slices itself (hopper::SliceSums), in a slot of BM x BN floats per slice past the first and tile, with a
+  // zeroed counter per tile, from the caching allocator on the stream (CUDA-graph capturable).
+  hopper::SliceSums fix{nullptr, nullptr};
+  at::Tensor fix_mem;
+  if (p.splits > 1 && p.partial == nullptr) {
+    TORCH_CHECK(store_c, "tilelab: internal error: a hopper split-K reduced in the kernel needs the TMA-store "
+                         "epilogue");
+    const int64_t tiles = PersistentGrouped<kGroupM>::count_of(p.M, p.N, BM, BN, 1, p.batch);
+    const int64_t floats = (p.splits - 1) * tiles * BM * BN;
+    fix_mem = at::empty({floats + tiles},
+                        at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, at::cuda::current_device()));
+    fix.sums = fix_mem.data_ptr<float>();
+    fix.ready = reinterpret_cast<unsigned*>(fix.sums + floats);
+    C10_CUDA_CHECK(cudaMemsetAsync(fix.ready, 0, tiles * sizeof(unsigned), stream));
+  }
   kernel<<<persistent_grid(p, BM, BN), hopper::threads<BM>(), smem, stream>>>(
-      map_a, map_b, map_c, map_c_tail, device_args<T>(p), a_batch ? 1 : 0, b_batch ? 1 : 0, store_c ? 1 : 0);
+      map_a, map_b, map_c, map_c_tail, device_args<T>(p), a_batch ? 1 : 0, b_batch ? 1 : 0, store_c ? 1 : 0, fix);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -152,11 +168,11 @@ void launch_layouts(const GemmProblem& p, cudaStream_t stream) {
 }  // namespace
 
 // The TMA-store epilogue (hopper.cuh), which also applies the activation: C's rows and batches 16-byte
-// aligned, no per-element bias (a column bias is added in registers), not a split-K slice (slabs are
-// stored from registers).
+// aligned, no per-element bias (a column bias is added in registers), no split-K slabs (stored from
+// registers; slices that the kernel adds itself end in this epilogue).
 bool hopper_fuses_activation(const GemmProblem& p) {
   const int64_t esz = static_cast<int64_t>(c10::elementSize(p.dtype));
-  return p.partial == nullptr && p.splits <= 1 && (p.bias == nullptr || p.sbias_m == 0) &&
+  return p.partial == nullptr && (p.bias == nullptr || p.sbias_m == 0) &&
          reinterpret_cast<uintptr_t>(p.c) % 16 == 0 && (p.sc_m * esz) % 16 == 0 &&
          (p.batch == 1 || (p.sc_b * esz) % 16 == 0);
 }

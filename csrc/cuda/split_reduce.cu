@@ -6,6 +6,8 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
+#include <atomic>
+
 #include "kernels/epilogue.cuh"
 #include "launch.h"
 #include "split_reduce.h"
@@ -79,8 +81,39 @@ void launch_reduce(const GemmProblem& p, const float* slabs, int splits, cudaStr
 
 }  // namespace
 
+// Which way adds the slices, by kernel durations (H200, bf16, CUDA graphs): the second pass is a launch plus
+// writing and reading s fp32 slabs of the whole output (x @ W.t() 64x4096x4096 in 2 slices: 2.7 us; dY^T X
+// 768x12608x768 in 3: 4.3 us); the kernel's hand-over costs the zeroing of the tiles' counters and, for each
+// slice past the first, a wait for its block's stores and a read of its tile (64x4096x4096 on 64x64 tiles:
+// 3.1 us more than the product unsplit; 192x192 tiles, 768x4096x768 in 2 to 8 slices: 2.9 us a slice).
+constexpr double kSecondPassNs = 2000, kSecondPassBytesPerNs = 6000, kHandOverZeroNs = 800,
+                 kHandOverSliceNs = 2200, kHandOverBytesPerNs = 160;
+
+// set_split_reduce_override: 0 by cost, 1 in the kernel where it can, 2 the second pass.
+std::atomic<int> g_reduce_override{0};
+
+void set_split_reduce_override(const std::string& how) {
+  TORCH_CHECK(how.empty() || how == "kernel" || how == "pass",
+              "tilelab::_set_split_reduce: how must be 'kernel', 'pass' or None (by cost), got '", how, "'");
+  g_reduce_override.store(how.empty() ? 0 : how == "kernel" ? 1 : 2);
+}
+
+SplitReducePlan split_reduce_plan(const KernelConfig& row, const GemmProblem& p, int64_t splits, int64_t sms) {
+  const double second_pass = kSecondPassNs + 2.0 * splits * p.batch * p.M * p.N * 4 / kSecondPassBytesPerNs;
+  const double in_kernel =
+      kHandOverZeroNs + (splits - 1.0) * (kHandOverSliceNs + 4.0 * row.bm * row.bn / kHandOverBytesPerNs);
+  const int64_t tiles = ((p.M + row.bm - 1) / row.bm) * ((p.N + row.bn - 1) / row.bn) * p.batch;
+  const bool can = row.family == Family::Hopper && tiles * splits <= sms && hopper_fuses_activation(p);
+  const int forced = g_reduce_override.load();
+  return {can && (forced == 0 ? in_kernel < second_pass : forced == 1), second_pass, in_kernel};
+}
+
 void split_k_gemm(const KernelConfig& row, const GemmProblem& p) {
   TORCH_CHECK(p.splits > 1 && p.dtype != at::kDouble, "tilelab: split-K needs splits > 1 and a float/half dtype");
+  if (split_reduce_plan(row, p, p.splits, at::cuda::getCurrentDeviceProperties()->multiProcessorCount).in_kernel) {
+    launch(row, p);  // the kernel adds the slices, then applies bias and activation once
+    return;
+  }
   // The workspace comes from PyTorch's caching allocator on the current
   // stream: no synchronisation, and CUDA-graph capturable.
   const at::Tensor slabs = at::empty({p.splits * p.batch * p.M * p.N},

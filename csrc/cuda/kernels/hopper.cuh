@@ -150,7 +150,30 @@ constexpr int smem_bytes() {
   return smem_bytes_with<BM, BN, kStages, store_bufs<BM, BN, kStages>()>();
 }
 
+// Split-K reduced in the kernel (launch_hopper.cu: where every slice is a block of one wave and C takes the
+// TMA store): the blocks of slices 1.. store their raw fp32 sums in `sums` (a slot of BM x BN floats per slice
+// past the first, batch and tile, in the accumulators' own thread order: each float4 written by the thread
+// that reads it back) and add their consumer warps into ready[batch x tile] (zeroed by the host); the block of
+// slice 0 waits until every other slice's warps have, adds their sums to its own in slice order (the same
+// inputs give bitwise the same output every call) and runs the epilogue: bias, activation and the store, once.
+// `ready` nullptr: no slices, or slabs that a second pass reduces (GemmArgs::partial).
+struct SliceSums {
+  float* sums;
+  unsigned* ready;
+};
+
 #ifdef TILELAB_HOPPER_DEVICE
+// ---- the in-kernel split-K hand-over (SliceSums): a release by one lane after its warp's stores (the warp's
+// __syncwarp orders them before it), an acquire by every lane before its loads.
+__device__ __forceinline__ void arrive_release(unsigned* counter) {
+  asm volatile("fence.acq_rel.gpu;\nred.relaxed.gpu.global.add.u32 [%0], 1;\n" ::"l"(counter) : "memory");
+}
+__device__ __forceinline__ unsigned load_acquire(const unsigned* counter) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(counter) : "memory");
+  return v;
+}
+
 // ---- mbarriers
 __device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
@@ -443,12 +466,16 @@ __device__ __forceinline__ void bar_arrive(int id, int threads) {
 // Epilogue: the column bias (half precision: loaded before the tile's MMAs) is
 // added to the accumulators; then, when the host
 // made a map of C (store_c: C's rows and batches 16-byte aligned, no
-// per-element bias, not a split-K slice), the activation p.act is applied in
+// per-element bias, no slabs for a second pass), the activation p.act is applied in
 // fp32 and each warp converts its rows to T in
 // two shared-memory boxes of 16 x 128 bytes, alternately (one, reused, for the
 // 192-row tiles: store_bufs), and the TMA writes
 // them (clipped at M and N, asynchronously: the warp goes on to its next tile
 // while the writes drain). Otherwise the threads store from registers.
+//
+// Split-K (p.splits > 1): into slabs that split_reduce.cu adds (p.partial), or,
+// with `fix` set, reduced here: the block of slice 0 adds the other slices'
+// sums before its epilogue (SliceSums).
 //
 // kSwap (swap-AB, the hopper_swap rows): the launcher hands over the transposed product, C^T = B^T A^T
 // (p's A is the caller's B, p's M the caller's N, p's bias strides swapped), so the tile's BN columns run
@@ -460,7 +487,7 @@ template <typename T, int BM, int BN, int kStages, bool kAK, bool kBK, bool kPin
 __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
     hopper_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                   const __grid_constant__ CUtensorMap map_c, const __grid_constant__ CUtensorMap map_c_tail,
-                  GemmArgs<T> p, int a_batch, int b_batch, int store_c) {
+                  GemmArgs<T> p, int a_batch, int b_batch, int store_c, hopper::SliceSums fix) {
 #ifdef TILELAB_HOPPER_DEVICE
   using namespace hopper;
   static_assert(smem_bytes<BM, BN, kStages>() <= kMaxSmemBytes, "hopper: the ring must fit in shared memory");
@@ -504,7 +531,9 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
   }
   __syncthreads();
 
-  const PersistentGrouped<kGroupM> sched(p.M, p.N, BM, BN, (p.K + kTileK - 1) / kTileK, p.splits, p.batch);
+  // In-kernel split-K: the slices from the last to the first, so slice 0's block, which waits, comes last.
+  const PersistentGrouped<kGroupM> sched(p.M, p.N, BM, BN, (p.K + kTileK - 1) / kTileK, p.splits, p.batch,
+                                         fix.ready != nullptr);
 
   if (wg == 0) {
     // ---------------- producer: every tile of the block, in order; `it` is the ring position.
@@ -623,6 +652,48 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
       if (ktiles > 0 && lane == 0) mbar_arrive(empty((it - 1) % kStages));  // the tile's last stage
       // Ping-pong: the other warpgroup may start its next tile's MMAs (if the block has one for it).
       if (kPingPong && i + gridDim.x < sched.count) bar_arrive(kOrderBar + (1 - c), 256);
+
+      if (fix.ready != nullptr) {
+        // In-kernel split-K (SliceSums): a tile's consumer threads (both warpgroups cooperative, one ping-pong),
+        // each float4 of a slot at (h, q4) x threads + the thread's index, so a warp's stores and loads are
+        // 512 contiguous bytes.
+        constexpr int kTileThreads = kPingPong ? 128 : kConsumerWarps * 32;
+        constexpr int kQuads = BN / 8;  // float4s of one m64 half's accumulators
+        const int ti = (kPingPong ? 0 : c * 128) + tid % 128;
+        const int64_t tile = static_cast<int64_t>(w.batch) * sched.per_layer +
+                             static_cast<int64_t>(w.tm) * sched.tiles_n + w.tn;
+        const auto slot = [&](int split) {
+          return reinterpret_cast<float4*>(fix.sums) +
+                 (static_cast<int64_t>(split - 1) * sched.batch * sched.per_layer + tile) * (BM * BN / 4) + ti;
+        };
+        if (w.split > 0) {
+          float4* dst = slot(w.split);
+#pragma unroll
+          for (int h = 0; h < kHalves; ++h)
+#pragma unroll
+            for (int q4 = 0; q4 < kQuads; ++q4)
+              __stcg(dst + (h * kQuads + q4) * kTileThreads,
+                     make_float4(d[h][4 * q4], d[h][4 * q4 + 1], d[h][4 * q4 + 2], d[h][4 * q4 + 3]));
+          __syncwarp();
+          if (lane == 0) arrive_release(fix.ready + tile);
+          continue;
+        }
+        // Every lane polls, until the whole warp has seen the count (a warp-uniform loop: a loop of one lane
+        // here cost the main loop its uniform registers, 4-14% of the kernel's time).
+        const unsigned want = static_cast<unsigned>(p.splits - 1) * (kTileThreads / 32);
+        while (__any_sync(0xffffffffu, load_acquire(fix.ready + tile) < want)) {
+        }
+        for (int s = 1; s < p.splits; ++s) {
+          const float4* src = slot(s);
+#pragma unroll
+          for (int h = 0; h < kHalves; ++h)
+#pragma unroll
+            for (int q4 = 0; q4 < kQuads; ++q4) {
+              const float4 v = __ldcg(src + (h * kQuads + q4) * kTileThreads);
+              d[h][4 * q4] += v.x, d[h][4 * q4 + 1] += v.y, d[h][4 * q4 + 2] += v.z, d[h][4 * q4 + 3] += v.w;
+            }
+        }
+      }
 
       // Epilogue. Thread layout of a 64 x BN wgmma accumulator: warp w owns rows
       // 16w..16w+15; lane (g = lane/4, t = lane%4) holds, for every 8-column

@@ -20,7 +20,11 @@
 //   const PersistentGrouped<kGroupM> s(M, N, bm, bn, k_tiles, splits, batch);
 //   for (int64_t i = blockIdx.x; i < s.count; i += gridDim.x) { const WorkTile w = s.at(i); ... }
 //
-// with the same split-K ranges and reduction.
+// with the same split-K ranges and reduction. With `last_split_first` the
+// list runs the slices from the last to the first (split 0's tiles at its
+// end): the hopper kernel's in-kernel reduction, where split 0's block waits
+// for the others' sums, so every slice it waits on has a block that started
+// no later than its own.
 #include "../gemm_args.h"
 
 namespace tilelab {
@@ -115,10 +119,13 @@ template <int kGroupM>
 struct PersistentGrouped {
   static constexpr bool kPersistent = true;
   int tiles_m, tiles_n, k_tiles, splits, batch;
+  bool last_split_first;
   int64_t per_layer, count;
 
-  __device__ __forceinline__ PersistentGrouped(int M, int N, int bm, int bn, int k_tiles_, int splits_, int batch_)
-      : tiles_m((M + bm - 1) / bm), tiles_n((N + bn - 1) / bn), k_tiles(k_tiles_), splits(splits_), batch(batch_) {
+  __device__ __forceinline__ PersistentGrouped(int M, int N, int bm, int bn, int k_tiles_, int splits_, int batch_,
+                                               bool last_split_first_ = false)
+      : tiles_m((M + bm - 1) / bm), tiles_n((N + bn - 1) / bn), k_tiles(k_tiles_), splits(splits_), batch(batch_),
+        last_split_first(last_split_first_) {
     per_layer = static_cast<int64_t>(tiles_m) * tiles_n;
     count = per_layer * splits * batch;
   }
@@ -132,7 +139,7 @@ struct PersistentGrouped {
     const int layer = static_cast<int>(i / per_layer);
     grouped_tile<kGroupM>(i - static_cast<int64_t>(layer) * per_layer, tiles_m, tiles_n, w.tm, w.tn);
     w.batch = layer % batch;
-    w.split = layer / batch;
+    w.split = last_split_first ? splits - 1 - layer / batch : layer / batch;
     w.k_begin = splits == 1 ? 0 : split_k_begin(k_tiles, splits, w.split);
     w.k_end = splits == 1 ? k_tiles : split_k_begin(k_tiles, splits, w.split + 1);
     return w;
