@@ -81,13 +81,15 @@ void launch_reduce(const GemmProblem& p, const float* slabs, int splits, cudaStr
 
 }  // namespace
 
-// Which way adds the slices, by kernel durations (H200, bf16, CUDA graphs): the second pass is a launch plus
-// writing and reading s fp32 slabs of the whole output (x @ W.t() 64x4096x4096 in 2 slices: 2.7 us; dY^T X
-// 768x12608x768 in 3: 4.3 us); the kernel's hand-over costs the zeroing of the tiles' counters and, for each
-// slice past the first, a wait for its block's stores and a read of its tile (64x4096x4096 on 64x64 tiles:
-// 3.1 us more than the product unsplit; 192x192 tiles, 768x4096x768 in 2 to 8 slices: 2.9 us a slice).
+// Which way adds the slices, by kernel durations (H200, bf16, dY^T X, CUDA graphs; the kernel's way / the
+// second pass, us): the second pass is a launch plus the slices' kernel writing s fp32 slabs of the whole
+// output and the pass reading them (~2 us + 8 s M N bytes at ~6 TB/s: 768x12608x768 in 3 slices of 128x128
+// tiles 31.2 in all, its pass 4.3); the kernel's way costs the zeroing of the tiles' counters (~0.8 us, a
+// memset) and, per slice past the first, a wait and slice 0's block reading the slice's tile at ~100 B/ns
+// (that product 30.3 / 31.2, 768x4096x768 15.8 / 16.8, 2304x12608x768 in 2 slices of 128x256 69.1 / 75.1,
+// 768x12608x768 in 7 slices of 128x256 35.4 / 31.3).
 constexpr double kSecondPassNs = 2000, kSecondPassBytesPerNs = 6000, kHandOverZeroNs = 800,
-                 kHandOverSliceNs = 2200, kHandOverBytesPerNs = 160;
+                 kHandOverSliceNs = 500, kHandOverBytesPerNs = 100;
 
 // set_split_reduce_override: 0 by cost, 1 in the kernel where it can, 2 the second pass.
 std::atomic<int> g_reduce_override{0};
