@@ -81,15 +81,17 @@ void launch_reduce(const GemmProblem& p, const float* slabs, int splits, cudaStr
 
 }  // namespace
 
-// Which way adds the slices, by kernel durations (H200, bf16, dY^T X, CUDA graphs; the kernel's way / the
-// second pass, us): the second pass is a launch plus the slices' kernel writing s fp32 slabs of the whole
-// output and the pass reading them (~2 us + 8 s M N bytes at ~6 TB/s: 768x12608x768 in 3 slices of 128x128
-// tiles 31.2 in all, its pass 4.3); the kernel's way costs the zeroing of the tiles' counters (~0.8 us, a
-// memset) and, per slice past the first, a wait and slice 0's block reading the slice's tile at ~100 B/ns
-// (that product 30.3 / 31.2, 768x4096x768 15.8 / 16.8, 2304x12608x768 in 2 slices of 128x256 69.1 / 75.1,
-// 768x12608x768 in 7 slices of 128x256 35.4 / 31.3).
+// Which way adds the slices. The second pass is a launch plus the slices' kernel writing s fp32 slabs of the
+// whole output and the pass reading them: ~2 us + 8 s M N bytes at ~6 TB/s (H200, bf16, dY^T X 768x12608x768
+// in 3 slices of 128x128 tiles: the pass 4.3 us of 31.2). The kernel's way costs a memset of the tiles'
+// counters (~0.8 us) and, per slice past the first, a chain of latencies (the slice's stores, its fence, the
+// count, slice 0's poll and loads: ~3 us) plus slice 0's block reading the tile at ~100 B/ns. Measured, in
+// the kernel / by the second pass: H200, kernel durations, 2304x12608x768 in 2 slices of 128x256 69.1 /
+// 75.1 us, 768x12608x768 in 7 slices of 128x256 35.4 / 31.3, in 3 of 128x128 30.3 / 31.2 (a win that the
+// ~3 us leaves to the second pass); H100, per call under CUDA graphs, TF32 x @ W.t() 16x4096x4096 in 2 slices
+// of 64x128 32.3 / 29.6, 16x14336x4096 86.9 / 85.3.
 constexpr double kSecondPassNs = 2000, kSecondPassBytesPerNs = 6000, kHandOverZeroNs = 800,
-                 kHandOverSliceNs = 500, kHandOverBytesPerNs = 100;
+                 kHandOverSliceNs = 3000, kHandOverBytesPerNs = 100;
 
 // set_split_reduce_override: 0 by cost, 1 in the kernel where it can, 2 the second pass.
 std::atomic<int> g_reduce_override{0};
