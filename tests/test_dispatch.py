@@ -129,6 +129,24 @@ def test_192x192_in_two_slices_for_long_k_weight_gradients(M, K, N):
     assert "in 2 slices of K on 132 SMs" in e.reason and "added in the kernel" in e.reason, e
 
 
+def test_split_reduce_hook(high):
+    """_set_split_reduce forces where the slices are added (the reason says which), and rejects other
+    values; None goes back to the cost (the kernel's way for the MLP weight gradient, the second pass
+    for a decode product's 2 slices of 64x128 TF32 tiles)."""
+    dw = weight_grad(3072, 12608, 768)
+    torch.ops.tilelab._set_split_reduce("pass")
+    try:
+        assert "reduced by a second pass" in explain_described(*dw, **H200).reason
+    finally:
+        torch.ops.tilelab._set_split_reduce(None)
+    assert "added in the kernel" in explain_described(*dw, **H200).reason
+    e = explain_described(*linear(16, 4096, 4096, torch.float32), **H100)  # TF32: the `high` fixture
+    assert e.kernel == "hopper_tf32_m64_64x128x32" and e.details["split_k"] == 2, e
+    assert "reduced by a second pass" in e.reason, e
+    with pytest.raises(RuntimeError, match="must be 'kernel', 'pass' or None"):
+        torch.ops.tilelab._set_split_reduce("atomics")
+
+
 def test_192x192_in_two_slices_not_elsewhere():
     """Two slices that leave SMs idle (ViT-B's qkv, 2304 x 768: 96 blocks), short slices (GPT-2's MLP
     at 4096 tokens: 32 k-steps each), or tiles that are not whole (3000 x 768) keep the other rules."""

@@ -179,7 +179,8 @@ double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, 
       kBlockFixedNs + together * std::max(bytes / pace, flops / mma_flop_per_ns(c, p.dtype));
   const double hbm = esize == 2 && d.mem_bytes_per_ns > 0 ? d.mem_bytes_per_ns : kHbmBytesPerNs;
   const double hbm_ns = static_cast<double>(p.M + p.N) * p.K * p.batch * esize / hbm;
-  const double reduce_ns = s == 1 ? 0.0 : kReduceLaunchNs + 2.0 * s * p.batch * p.M * p.N * 4 / kReduceBytesPerNs;
+  const double reduce_ns =
+      s == 1 ? 0.0 : kReduceLaunchNs + 2.0 * s * p.batch * p.M * p.N * 4 / kReduceBytesPerNs;
   return std::max(rounds * block_ns, hbm_ns) + reduce_ns;
 }
 
@@ -547,8 +548,8 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // leave a quarter idle), each slice at least 64 k-steps: the kernel adds the slices (split_reduce_plan), a
     // hand-over of ~3 us (the weight gradients of ViT-B/16's MLP, 3072 x 768 over 12608 tokens). Where two
     // slices leave SMs idle or K is short the rules below keep the product (H200, bf16, dY^T X, kernel
-    // durations: 2304x12608x768 in 96 blocks 0.0770 ms against 0.0696 on 128x128 tiles; GPT-2's 3072x4096x768
-    // 0.0357 against 0.0323 on 128x192).
+    // durations: 2304x12608x768 in 96 blocks 0.0768 ms against 0.0712 on 128x128 tiles; GPT-2's 3072x4096x768
+    // 0.0368 against 0.0323 on 128x192).
     const int64_t t192 = tiles(p, m192.bm, m192.bn);
     if (half && p.M % m192.bm == 0 && p.N % m192.bn == 0 && 2 * t192 <= sms && 20 * t192 >= 9 * sms &&
         ksteps >= 128 && estimated_splits(m192, p, d, split_cap(m192, p)) == 2) {

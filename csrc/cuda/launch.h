@@ -67,8 +67,9 @@ constexpr bool family_tile_epilogue(Family f) {
 constexpr bool family_splits_k(Family f) { return family_tile_epilogue(f) || f == Family::GemvSplit; }
 
 // Whether the hopper kernels write p's output through their TMA-store
-// epilogue (C's rows and batches 16-byte aligned, no per-element bias, one
-// slice of K), which applies p.act itself (launch_hopper.cu).
+// epilogue (C's rows and batches 16-byte aligned, no per-element bias, no
+// split-K slabs: one slice of K, or slices the kernel adds itself), which
+// applies p.act itself (launch_hopper.cu).
 bool hopper_fuses_activation(const GemmProblem& p);
 
 // Whether family f's kernel (with split-K, its reduction) applies p.act: every

@@ -29,7 +29,8 @@ void tune_set(c10::string_view key, c10::string_view kernel, double ms, c10::str
 }  // namespace
 
 // CUDA builds only. Testing hooks: force the split-K slice count (None: the
-// estimate) and where the slices are added ("kernel", "pass"; None: by cost); the dispatcher's choice for a described GPU, on CPU tensors
+// estimate) and where the slices are added ("kernel", "pass"; None: by cost);
+// the dispatcher's choice for a described GPU, on CPU tensors
 // (tilelab_torch.explain_described). The tune cache (tilelab_torch.tune /
 // load_tuned): set an entry, clear them all, count them.
 TORCH_LIBRARY_FRAGMENT(tilelab, m) {

@@ -150,12 +150,13 @@ constexpr int smem_bytes() {
   return smem_bytes_with<BM, BN, kStages, store_bufs<BM, BN, kStages>()>();
 }
 
-// Split-K reduced in the kernel (launch_hopper.cu: where every slice is a block of one wave and C takes the
-// TMA store): the blocks of slices 1.. store their raw fp32 sums in `sums` (a slot of BM x BN floats per slice
-// past the first, batch and tile, in the accumulators' own thread order: each float4 written by the thread
-// that reads it back) and add their consumer warps into ready[batch x tile] (zeroed by the host); the block of
-// slice 0 waits until every other slice's warps have, adds their sums to its own in slice order (the same
-// inputs give bitwise the same output every call) and runs the epilogue: bias, activation and the store, once.
+// Split-K reduced in the kernel (split_reduce_plan in split_reduce.cu: where every slice is a block of one
+// wave, C takes the TMA store and the hand-over costs less than a second pass): the blocks of slices 1.. store
+// their raw fp32 sums in `sums` (a slot of BM x BN floats per slice past the first, batch and tile, in the
+// accumulators' own thread order: each float4 written by the thread that reads it back) and add their
+// consumer warps into ready[batch x tile] (zeroed by the host); the block of slice 0 waits until every other
+// slice's warps have, adds their sums to its own in slice order (the same inputs give bitwise the same output
+// every call) and runs the epilogue: bias, activation and the store, once.
 // `ready` nullptr: no slices, or slabs that a second pass reduces (GemmArgs::partial).
 struct SliceSums {
   float* sums;
