@@ -531,10 +531,10 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // (4096 x 5632: 660 tiles in 5 rounds against 704 of 128x256 in 6). Where it needs more (4096^3: 484 tiles in
     // 4 rounds, 147456 outputs an SM against 131072) the 128-row rules below keep the product.
     const KernelConfig& m192 = kConfigs[kHopperM192];
-    const int64_t r192 = rounds(m192.bm, m192.bn);
+    const int64_t t192 = tiles(p, m192.bm, m192.bn), r192 = (t192 + sms - 1) / sms;
     const int64_t o192 = r192 * std::min<int64_t>(m192.bm, p.M) * std::min<int64_t>(m192.bn, p.N);
     const int64_t o128 = std::min(w192, w256) * std::min<int64_t>(128, p.M);
-    if (half && tiles(p, m192.bm, m192.bn) >= sms && o192 <= o128) {
+    if (half && t192 >= sms && o192 <= o128) {
       std::ostringstream why;
       why << "sm_90, 192x192 tiles in " << r192 << " round(s) on " << sms << " SMs, " << o192
           << " outputs an SM, against " << o128 << " with 128-row tiles 192 or 256 wide (H100, bf16, kernel "
@@ -550,7 +550,6 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // slices leave SMs idle or K is short the rules below keep the product (H200, bf16, dY^T X, kernel
     // durations: 2304x12608x768 in 96 blocks 0.0768 ms against 0.0712 on 128x128 tiles; GPT-2's 3072x4096x768
     // 0.0368 against 0.0323 on 128x192).
-    const int64_t t192 = tiles(p, m192.bm, m192.bn);
     if (half && p.M % m192.bm == 0 && p.N % m192.bn == 0 && 2 * t192 <= sms && 20 * t192 >= 9 * sms &&
         ksteps >= 128 && estimated_splits(m192, p, d, split_cap(m192, p)) == 2) {
       std::ostringstream why;

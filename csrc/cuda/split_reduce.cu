@@ -9,6 +9,7 @@
 #include <atomic>
 
 #include "kernels/epilogue.cuh"
+#include "kernels/scheduler.cuh"
 #include "launch.h"
 #include "split_reduce.h"
 
@@ -106,8 +107,10 @@ SplitReducePlan split_reduce_plan(const KernelConfig& row, const GemmProblem& p,
   const double second_pass = kSecondPassNs + 2.0 * splits * p.batch * p.M * p.N * 4 / kSecondPassBytesPerNs;
   const double in_kernel =
       kHandOverZeroNs + (splits - 1.0) * (kHandOverSliceNs + 4.0 * row.bm * row.bn / kHandOverBytesPerNs);
-  const int64_t tiles = ((p.M + row.bm - 1) / row.bm) * ((p.N + row.bn - 1) / row.bn) * p.batch;
-  const bool can = row.family == Family::Hopper && tiles * splits <= sms && hopper_fuses_activation(p);
+  // Every slice a block of one wave: the hopper kernel's persistent grid holds all of its work tiles.
+  const bool can = row.family == Family::Hopper &&
+                   PersistentGrouped<kGroupM>::count_of(p.M, p.N, row.bm, row.bn, splits, p.batch) <= sms &&
+                   hopper_fuses_activation(p);
   const int forced = g_reduce_override.load();
   return {can && (forced == 0 ? in_kernel < second_pass : forced == 1), second_pass, in_kernel};
 }

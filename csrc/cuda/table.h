@@ -88,7 +88,7 @@ inline constexpr KernelConfig kConfigs[] = {
   // idle (4096 x 5632 outputs: 660 tiles, 5 waves on 132 SMs, against 704 of 128x256, 5.3 waves). Its 4 stages
   // of 48 KB leave room for one staging box a consumer warp (128-row tiles have two). 512 threads launch with 128
   // registers each; the consumer branch takes 152 (setmaxnreg, which ptxas allocates to) for its 96
-  // accumulators; 8 bytes spill (a value kept from before the branch to the epilogue).
+  // accumulators; 8-10 bytes spill (a value kept from before the branch to the epilogue).
   {"hopper_m192_192x192x64",     "hopper_m192",     Family::Hopper,    192, 192, 192, 64, 12, 1,  512, 4, 0, kF16 | kBF16, 90, false, "wgmma m64n192k16 (fp32 acc) + TMA, 128B swizzle, 4-stage mbarrier ring, producer + 3 consumer warpgroups"},
   // ping-pong (warps 4 x 1): each consumer warpgroup computes whole 128x128 tiles, the two taking turns on the
   // tensor cores, so one's epilogue runs under the other's MMAs.
