@@ -464,7 +464,7 @@ __device__ __forceinline__ void bar_arrive(int id, int threads) {
 //     turns (named barriers kOrderBar + c), so one's epilogue runs under the
 //     other's MMAs.
 //
-// Epilogue: the column bias (half precision: loaded before the tile's MMAs) is
+// Epilogue: the column bias (loaded before the tile's MMAs; TF32: a share a lane) is
 // added to the accumulators; then, when the host
 // made a map of C (store_c: C's rows and batches 16-byte aligned, no
 // per-element bias, no slabs for a second pass), the activation p.act is applied in
@@ -591,11 +591,25 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
         it += ktiles;
         continue;
       }
-      // Half precision: the tile's column bias is loaded now, packed in pairs (exact: its elements are T),
-      // and arrives during the MMAs (after them it would cost a memory round trip per tile: ~10% of a
-      // K = 768 tile). TF32 rows load it after the MMAs (fp32 pairs would take BN / 4 more registers).
+      // The tile's column bias is loaded now and arrives during the MMAs (loaded after them it costs a memory
+      // round trip a tile: ~10% of a K = 768 half tile, 2.3 us of a TF32 128x256 one). Half precision: the
+      // thread's own columns, packed in pairs (exact: its elements are T), BN / 8 registers. TF32: a warp's lanes
+      // share it, BN / 32 floats a lane (the thread's own columns would take BN / 4 registers): lane (g, t) holds
+      // columns 8q + 2t and 8q + 2t + 1 of the groups q = g + 8r, and the epilogue fetches the others' by shuffles.
       constexpr bool kPreloadBias = sizeof(T) == 2;
+      constexpr int kBiasShare = kPreloadBias ? 1 : BN / 32;
       uint32_t bias_pairs[kPreloadBias ? BN / 8 : 1];
+      float bias_share[kBiasShare];
+      if constexpr (!kPreloadBias) {
+        if (column_bias(p)) {
+#pragma unroll
+          for (int r = 0; r < BN / 64; ++r) {
+            const int n = w.tn * BN + 8 * (g + 8 * r) + 2 * t;
+            bias_share[2 * r] = column_bias_at(p, w.batch, n);
+            bias_share[2 * r + 1] = column_bias_at(p, w.batch, n + 1);
+          }
+        }
+      }
       if constexpr (kPreloadBias) {
         if (column_bias(p)) {
           const int n0 = w.tn * BN;
@@ -704,12 +718,12 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
       if (column_bias(p)) {  // columns 8q+2t, 8q+2t+1 of both rows
 #pragma unroll
         for (int q = 0; q < BN / 8; ++q) {
-          const int n = n0 + 8 * q + 2 * t;
           float b0, b1;
           if constexpr (kPreloadBias) {
             unpack_pair<T>(bias_pairs[q], b0, b1);
-          } else {
-            b0 = column_bias_at(p, bz, n), b1 = column_bias_at(p, bz, n + 1);
+          } else {  // group q's pair from lane (q % 8, t), its share r = q / 8
+            b0 = __shfl_sync(0xffffffffu, bias_share[2 * (q / 8)], (q % 8) * 4 + t);
+            b1 = __shfl_sync(0xffffffffu, bias_share[2 * (q / 8) + 1], (q % 8) * 4 + t);
           }
 #pragma unroll
           for (int h = 0; h < kHalves; ++h)
