@@ -525,6 +525,24 @@ def test_tf32_decode_batches_on_64_row_tiles(high, M):
     assert not explain_described(*mm(M, 4096, 4096, f32), **H200).kernel.startswith("hopper_")
 
 
+@pytest.mark.parametrize("M,K,N", [(4096, 768, 2304), (12608, 3072, 768), (12608, 768, 2304), (12608, 768, 3072)])
+def test_tf32_192_row_where_its_waves_are_fuller(high, M, K, N):
+    """TF32 on 192x192 tiles where a wave of them needs no more outputs an SM than 128x128 or 128x256 tiles
+    (4096 x 2304: 264 tiles in 2 rounds against 288 of 128x256 in 3), in both layouts (mm copies B transposed)."""
+    for problem in (linear(M, K, N, torch.float32), mm(M, K, N, torch.float32)):
+        e = explain_described(*problem, **H100)
+        assert e.kernel == "hopper_tf32_m192_192x192x32" and "192x192 tiles" in e.reason, (M, K, N, e)
+
+
+@pytest.mark.parametrize("M,K,N", [(4096, 4096, 4096), (4096, 768, 3072), (4096, 3072, 768), (8192, 4096, 1024),
+                                   (4096, 14336, 4096)])
+def test_tf32_192_row_not_where_it_needs_more(high, M, K, N):
+    """More outputs an SM on 192x192 tiles (4096^3: 4 rounds of 36864 against 4 of 32768), or fewer tiles than
+    SMs: the 128-row TF32 tilings keep the product."""
+    e = explain_described(*linear(M, K, N, torch.float32), **H100)
+    assert e.kernel in ("hopper_tf32_128x256x32", "hopper_tf32_128x128x32"), (M, K, N, e)
+
+
 def test_fp32_ieee_blocked_and_tf32_by_consent(high):
     """fp32 on TF32 tensor cores only under precision 'high' (the fixture); IEEE fp32 on the blocked rows."""
     assert explain_described(*mm(4096, 4096, 4096, torch.float32), **H200).kernel == "hopper_tf32_128x256x32"

@@ -32,7 +32,8 @@ constexpr int kHopperPingPong = row_index("hopper_pingpong_128x128x64"), kHopper
               kHopperM64x96 = row_index("hopper_m64_64x96x64"), kHopperM192 = row_index("hopper_m192_192x192x64");
 constexpr int kHopperTf32_256 = row_index("hopper_tf32_128x256x32"),
               kHopperTf32_128 = row_index("hopper_tf32_128x128x32"),
-              kHopperTf32M64 = row_index("hopper_tf32_m64_64x128x32");
+              kHopperTf32M64 = row_index("hopper_tf32_m64_64x128x32"),
+              kHopperTf32M192 = row_index("hopper_tf32_m192_192x192x32");
 constexpr int kTc256 = row_index("tensorcore_128x256x64"), kTc128 = row_index("tensorcore_128x128x32"),
               kTc64 = row_index("tensorcore_64x64x32");
 constexpr int kTcTf32_256 = row_index("tensorcore_tf32_128x256x32"),
@@ -542,6 +543,19 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
              "0.0800 vs 0.0818 for hopper_128x192x64, 12608x768x384 0.0140 vs 0.0167 for hopper_pingpong_128x128x64; "
              "ViT-B/16 batch 64 forward under CUDA graphs 1.07x cuBLAS against 1.02x on the 128-row tiles)";
       ch = pick(kHopperM192, why.str());
+      if (ch.cfg) return ch;
+    }
+    // TF32: the same wave rule against the TF32 tilings, 128x128 and 128x256 (there is no TF32 128x192). Where
+    // the outputs an SM are even the row is as fast (12608 x 2304 and x 3072 outputs); where it needs more
+    // (4096^3: 484 tiles in 4 rounds against 512 of 128x256 in 4) it lost: 0.436 ms against 0.396 (H100, mm).
+    const int64_t o128_tf32 = std::min(w128, w256) * std::min<int64_t>(128, p.M);
+    if (tf32_hopper && t192 >= sms && o192 <= o128_tf32) {
+      std::ostringstream why;
+      why << "sm_90, TF32, 192x192 tiles in " << r192 << " round(s) on " << sms << " SMs, " << o192
+          << " outputs an SM, against " << o128_tf32 << " with 128x128 or 128x256 tiles (H100, TF32, kernel "
+          << "durations: x @ W.t() + bias 4096x768x2304 0.0465 ms vs 0.0592 for hopper_tf32_128x256x32, "
+             "12608x3072x768 0.154 vs 0.195; cuBLAS 0.0442, 0.155)";
+      ch = pick(kHopperTf32M192, why.str());
       if (ch.cfg) return ch;
     }
     // Two slices of K make a wave of whole 192x192 tiles (at least 90% of the SMs, where the 128-row tilings

@@ -17,7 +17,7 @@
 // A block (384 threads = 3 warpgroups, one per SM: the grid is persistent)
 // walks its 128 x BN tiles of C (hopper_kernel below says in which order; the
 // hopper_m64 rows' blocks are 256 threads, one consumer warpgroup on 64 x BN tiles, the
-// hopper_m192 row's 512, three on 192 x BN tiles):
+// hopper_m192 rows' 512, three on 192 x BN tiles):
 //   warpgroup 0, the producer: one thread walks the K of every tile in steps of
 //     128 bytes (BK = 64 half or 32 fp32 elements), waits for a free stage of the
 //     kStages-deep shared-memory ring (its `empty` mbarrier), and issues the TMA
@@ -301,9 +301,11 @@ __device__ __forceinline__ void wgmma(float (&d)[BN / 2], uint64_t desc_a, uint6
   constexpr bool kBf16 = std::is_same_v<T, c10::BFloat16>;
   if constexpr (std::is_same_v<T, float>) {
     static_assert(kTransA == 0 && kTransB == 0, "hopper: TF32 operands are k-contiguous");
-    static_assert(BN == 128 || BN == 256, "hopper: TF32 rows are 128 or 256 wide");
+    static_assert(BN == 128 || BN == 192 || BN == 256, "hopper: TF32 rows are 128, 192 or 256 wide");
     if constexpr (BN == 256)
       TILELAB_WGMMA_TF32(256, TILELAB_WG_REGS128, 128, 129, 130, TILELAB_F64(d, 0), TILELAB_F64(d, 64));
+    else if constexpr (BN == 192)
+      TILELAB_WGMMA_TF32(192, TILELAB_WG_REGS96, 96, 97, 98, TILELAB_F64(d, 0), TILELAB_F32(d, 64));
     else
       TILELAB_WGMMA_TF32(128, TILELAB_WG_REGS64, 64, 65, 66, TILELAB_F64(d, 0));
   } else if constexpr (BN == 256) {
