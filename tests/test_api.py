@@ -264,7 +264,7 @@ def test_kernels_table_columns():
             # swap-AB rows name C's tile, bm x bn, and compute C^T's, bn x bm
             km = bn if k.variant == "hopper_swap" else bm
             assert k.threads == 128 * (1 + km // 64) and km in (64, 128, 192) and wn == 1, k
-            assert wm == (4 if k.variant in ("hopper_pingpong", "hopper_tf32_pingpong") else km // 16), k
+            assert wm == (4 if k.variant == "hopper_pingpong" else km // 16), k
         elif k.family == "gemv_mma":  # one warp tile covering the block tile: threads / 32 warps split K
             assert (wm, wn) == (1, 1) and k.threads % 32 == 0 and k.stages >= 2, k
         elif wm:  # MMA/FMA warps

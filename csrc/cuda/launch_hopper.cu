@@ -134,12 +134,12 @@ void launch_one(const GemmProblem& p0, bool store_c, cudaStream_t stream) {
 
 // TF32 wgmma reads only k-contiguous operands: a column-major A / row-major B
 // is copied transposed first.
-template <int BM, int BN, int kStages, bool kPingPong>
+template <int BM, int BN, int kStages>
 void launch_tf32(const GemmProblem& p0, cudaStream_t stream) {
   GemmProblem p = p0;
   if (!p.a.k_contiguous) flip_contiguity(p, p.a, true);
   if (!p.b.k_contiguous) flip_contiguity(p, p.b, false);
-  launch_one<float, BM, BN, kStages, kPingPong, false, true, true>(p, hopper_fuses_activation(p), stream);
+  launch_one<float, BM, BN, kStages, false, false, true, true>(p, hopper_fuses_activation(p), stream);
 }
 
 // The transposed product C^T = B^T A^T of p, as a swap-AB kernel reads it: the operands trade places (an
@@ -205,13 +205,14 @@ void launch_hopper(const KernelConfig& row, const GemmProblem& p) {
     constexpr bool kPingPong = !kSwap && c.bm == 128 && c.warps_m == 4;
     static_assert((c.warps_m == kBM / 16 || kPingPong) && c.warps_n == 1,
                   "hopper: a consumer warp of 16 rows per 16 rows of the tile, or 4 of 32 rows (ping-pong)");
-    static_assert(!kPingPong || c.bn == 128, "hopper: ping-pong rows are 128 x 128");
+    static_assert(!kPingPong || (!c.tf32 && c.bn == 128), "hopper: ping-pong rows are half precision, 128 x 128");
     static_assert(c.min_sm == 90 && c.pad == 0, "wgmma and TMA need sm_90(a); the swizzle replaces padding");
     if constexpr (c.tf32) {
       static_assert(c.dtypes == kF32 && c.bk == hopper::tile_k<float>(), "TF32 rows: fp32, 32 of K per stage");
       static_assert(!kSwap, "hopper: swap-AB rows are half precision");
       TORCH_CHECK(p.dtype == at::kFloat, "tilelab: ", c.name, " needs float32 inputs");
-      launch_tf32<c.bm, c.bn, c.stages, kPingPong>(p, stream);
+      static_assert(!kPingPong, "hopper: TF32 rows are cooperative");
+      launch_tf32<c.bm, c.bn, c.stages>(p, stream);
       return;
     }
     static_assert(c.tf32 || (c.dtypes == (kF16 | kBF16) && c.bk == hopper::tile_k<c10::Half>()),

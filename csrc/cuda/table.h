@@ -100,9 +100,6 @@ inline constexpr KernelConfig kConfigs[] = {
   {"hopper_swap_72x128x64",      "hopper_swap",     Family::Hopper,     72,  72, 128, 64,  8, 1,  384, 6, 0, kF16 | kBF16, 90, false, "swap-AB: wgmma m64n72k16 on C^T (fp32 acc) + TMA, 6-stage ring, 2 consumer warpgroups, C stored transposed through 72 x 16 boxes"},
   {"hopper_tf32_128x256x32",     "hopper_tf32",     Family::Hopper,    256, 128, 256, 32,  8, 1,  384, 4, 0, kF32,         90, true,  "TF32 wgmma m64n256k8 (needs precision 'high') + TMA, 4-stage ring, k-contiguous operands (others copied transposed)"},
   {"hopper_tf32_128x128x32",     "hopper_tf32",     Family::Hopper,    128, 128, 128, 32,  8, 1,  384, 6, 0, kF32,         90, true,  "TF32 wgmma m64n128k8 (needs precision 'high') + TMA, 6-stage ring, k-contiguous operands (others copied transposed)"},
-  // TF32 ping-pong: the half row's two warpgroups taking turns on 128x128 tiles, for an fp32 epilogue (twice the
-  // bytes of a half one) to run under the other warpgroup's MMAs.
-  {"hopper_tf32_pingpong_128x128x32","hopper_tf32_pingpong",Family::Hopper,128,128,128,32,4,1,384, 6, 0, kF32,         90, true,  "TF32 wgmma 2 x m64n128k8 per warpgroup + TMA, 6-stage ring, ping-pong: two consumer warpgroups alternate tiles"},
   // TF32 on 192 x 192 tiles (the hopper_m192 row's three consumer warpgroups and its 4 x 48 KB stages, 32 of K
   // a stage): whole waves where 128-row tiles leave a last wave partly idle (GPT-2's c_attn at 4096 tokens,
   // 4096 x 2304 outputs: 264 tiles, 2 waves on 132 SMs, against 288 of 128x256, 2.2).
