@@ -489,14 +489,29 @@ def test_fp32_blocks_an_sm_holds(operands, M, K, N, row, splits):
     assert (e.kernel, e.details["split_k"]) == (row, splits), e
 
 
-@pytest.mark.parametrize("M,K,N", [(3072, 12608, 768), (768, 12608, 3072), (3072, 4096, 768)])
+@pytest.mark.parametrize("M,K,N", [(3072, 12608, 768), (768, 12608, 3072)])
 def test_splits_over_several_rounds(high, M, K, N):
     """A weight gradient whose tiles leave a wave's SMs idle: K in more slices than one wave of blocks holds,
-    the rounds filling the SMs evenly (TF32 mma.sync 128x256: 72 tiles, 5-7 slices)."""
+    the rounds filling the SMs evenly (TF32 128x256, dY^T copied transposed for wgmma: 72 tiles, 5 slices)."""
     e = explain_described(*weight_grad(M, K, N, torch.float32), **H100)
     tiles = -(-M // 128) * -(-N // 256)
-    assert e.kernel == "tensorcore_tf32_128x256x32" and tiles * e.details["split_k"] > 132, e
+    assert e.kernel == "hopper_tf32_128x256x32" and tiles * e.details["split_k"] > 132, e
     assert "split-K" in e.reason and "estimated" in e.reason, e
+
+
+def test_tf32_wgmma_worth_a_transposed_copy(high):
+    """TF32 wgmma reads only k-contiguous operands; the others are copied transposed. The copy pays up to
+    elements copied x 250 <= M*N*K (a copied B from 250 rows) where K is under 8 times M and N; K-heavy
+    products and fewer rows keep the mma.sync rows."""
+    f32 = torch.float32
+    for problem in (weight_grad(2304, 4096, 768, f32), weight_grad(768, 4096, 768, f32),
+                    weight_grad(3072, 4096, 768, f32), mm(256, 4096, 4096, f32), mm(768, 768, 3072, f32),
+                    mm(512, 64, 512, f32, batch=96), mm(512, 512, 64, f32, batch=96)):
+        e = explain_described(*problem, **H100)
+        assert e.kernel.startswith("hopper_tf32_"), (problem[0].shape, problem[1].shape, e)
+    for problem in (mm(128, 4096, 4096, f32), mm(256, 32768, 256, f32), weight_grad(1024, 16384, 1024, f32)):
+        e = explain_described(*problem, **H100)
+        assert e.kernel.startswith("tensorcore_tf32_"), (problem[0].shape, problem[1].shape, e)
 
 
 @pytest.mark.parametrize("M,K,N", [(256, 32768, 256), (128, 131072, 128), (64, 65536, 64)])

@@ -492,12 +492,21 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
 
   // --- half precision, and fp32 under TF32: tensor cores. wgmma + TMA first
   // (sm_90 in an sm_90a build). TF32 wgmma reads only k-contiguous operands:
-  // the hopper TF32 rows take a problem only while the transposed copy of the
+  // the hopper TF32 rows take a problem while the transposed copy of the
   // others (8 bytes per element at ~3 TB/s) stays small next to the product
-  // (~250 TFLOP/s): elements copied x 1000 <= M*N*K.
+  // (~250 TFLOP/s): elements copied x 1000 <= M*N*K; or up to 4 times that copy
+  // (x 250: a copied B from 250 rows) where K is under 8 times M and N, since the
+  // TF32 mma.sync rows run those at well under the wgmma rows' rate (H100, TF32,
+  // kernel durations, the copy included: dY^T X 2304x4096x768 0.084 ms vs 0.139 on
+  // tensorcore_tf32_128x128x16, 768x4096x768 0.045 vs 0.062; x @ B with B row-major
+  // 256x4096x4096 0.088 vs 0.104, 768x768x3072 0.029 vs 0.043; attention scores with
+  // B row-major 96x512x64x512 0.055 vs 0.071). K-heavy ones keep mma.sync, whose
+  // 128x128 rule below measured the copy slower.
   const double copied = (p.a.k_contiguous ? 0.0 : static_cast<double>(p.M) * p.K) +
                         (p.b.k_contiguous ? 0.0 : static_cast<double>(p.K) * p.N);
-  const bool tf32_hopper = tf32 && copied * 1000.0 <= static_cast<double>(p.M) * p.N * p.K;
+  const double mnk = static_cast<double>(p.M) * p.N * p.K;
+  const bool tf32_hopper = tf32 && (copied * 1000.0 <= mnk ||
+                                    (copied * 250.0 <= mnk && p.K < 8 * std::max(p.M, p.N)));
   if (half || tf32_hopper) {
     const int64_t ksteps = (p.K + 63) / 64;
     // TF32 up to 64 rows over N >= 2048 (decoding a batch; the gemv rules took 2 to 4 rows): 64-row tiles, half
