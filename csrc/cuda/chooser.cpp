@@ -34,6 +34,9 @@ constexpr int kHopperTf32_256 = row_index("hopper_tf32_128x256x32"),
               kHopperTf32_128 = row_index("hopper_tf32_128x128x32"),
               kHopperTf32M64 = row_index("hopper_tf32_m64_64x128x32"),
               kHopperTf32M192 = row_index("hopper_tf32_m192_192x192x32");
+static_assert(kConfigs[kHopperTf32M192].bm == kConfigs[kHopperM192].bm &&
+                  kConfigs[kHopperTf32M192].bn == kConfigs[kHopperM192].bn,
+              "the 192x192 wave rule counts both rows' tiles once");
 constexpr int kTc256 = row_index("tensorcore_128x256x64"), kTc128 = row_index("tensorcore_128x128x32"),
               kTc64 = row_index("tensorcore_64x64x32");
 constexpr int kTcTf32_256 = row_index("tensorcore_tf32_128x256x32"),
@@ -554,9 +557,10 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
       ch = pick(kHopperM192, why.str());
       if (ch.cfg) return ch;
     }
-    // TF32: the same wave rule against the TF32 tilings, 128x128 and 128x256 (there is no TF32 128x192). Where
-    // the outputs an SM are even the row is as fast (12608 x 2304 and x 3072 outputs); where it needs more
-    // (4096^3: 484 tiles in 4 rounds against 512 of 128x256 in 4) it lost: 0.436 ms against 0.396 (H100, mm).
+    // TF32: the same wave rule (t192, o192: the TF32 row's tile is the half row's) against the TF32 tilings,
+    // 128x128 and 128x256 (there is no TF32 128x192). Where the outputs an SM are even the row is as fast
+    // (12608 x 2304 and x 3072 outputs); where it needs more (4096^3: 484 tiles in 4 rounds against 512 of
+    // 128x256 in 4) it lost: 0.436 ms against 0.396 (H100, mm).
     const int64_t o128_tf32 = std::min(w128, w256) * std::min<int64_t>(128, p.M);
     if (tf32_hopper && t192 >= sms && o192 <= o128_tf32) {
       std::ostringstream why;

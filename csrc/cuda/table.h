@@ -103,7 +103,7 @@ inline constexpr KernelConfig kConfigs[] = {
   // TF32 on 192 x 192 tiles (the hopper_m192 row's three consumer warpgroups and its 4 x 48 KB stages, 32 of K
   // a stage): whole waves where 128-row tiles leave a last wave partly idle (GPT-2's c_attn at 4096 tokens,
   // 4096 x 2304 outputs: 264 tiles, 2 waves on 132 SMs, against 288 of 128x256, 2.2).
-  {"hopper_tf32_m192_192x192x32","hopper_tf32_m192",Family::Hopper,    192, 192, 192, 32, 12, 1,  512, 4, 0, kF32,         90, true,  "TF32 wgmma m64n192k8 (needs precision 'high') + TMA, 4-stage ring, 3 consumer warpgroups, k-contiguous operands"},
+  {"hopper_tf32_m192_192x192x32","hopper_tf32_m192",Family::Hopper,    192, 192, 192, 32, 12, 1,  512, 4, 0, kF32,         90, true,  "TF32 wgmma m64n192k8 (needs precision 'high') + TMA, 4-stage ring, 3 consumer warpgroups, k-contiguous operands (others copied transposed)"},
   // TF32 on 64-row tiles (one consumer warpgroup): decoding batches of up to 64 rows, which a 128-row tile
   // computes half or more of zero rows for.
   {"hopper_tf32_m64_64x128x32",  "hopper_tf32_m64", Family::Hopper,    128,  64, 128, 32,  4, 1,  256, 8, 0, kF32,         90, true,  "TF32 wgmma m64n128k8 on one consumer warpgroup (needs precision 'high') + TMA, 8-stage ring, k-contiguous operands"},
