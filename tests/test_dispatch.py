@@ -489,14 +489,26 @@ def test_fp32_blocks_an_sm_holds(operands, M, K, N, row, splits):
     assert (e.kernel, e.details["split_k"]) == (row, splits), e
 
 
-@pytest.mark.parametrize("M,K,N", [(3072, 12608, 768), (768, 12608, 3072)])
+@pytest.mark.parametrize("M,K,N", [(3072, 12608, 1024), (3072, 12608, 640)])
 def test_splits_over_several_rounds(high, M, K, N):
     """A weight gradient whose tiles leave a wave's SMs idle: K in more slices than one wave of blocks holds,
-    the rounds filling the SMs evenly (TF32 128x256, dY^T copied transposed for wgmma: 72 tiles, 5 slices)."""
+    the rounds filling the SMs evenly (TF32 128x256, dY^T copied transposed for wgmma: 96 tiles in 4 slices,
+    72 in 5)."""
     e = explain_described(*weight_grad(M, K, N, torch.float32), **H100)
     tiles = -(-M // 128) * -(-N // 256)
     assert e.kernel == "hopper_tf32_128x256x32" and tiles * e.details["split_k"] > 132, e
     assert "split-K" in e.reason and "estimated" in e.reason, e
+
+
+@pytest.mark.parametrize("M,K,N", [(3072, 12608, 768), (768, 12608, 3072), (3072, 4096, 768), (768, 4096, 3072)])
+def test_tf32_192x192_in_two_slices_for_weight_gradients(high, M, K, N):
+    """TF32 weight gradients whose 192x192 tiles in 2 slices make a wave: the TF32 192x192 row, the kernel
+    adding the slices, from K = 4096 (half the half-precision rule's K: TF32 MMAs take twice as long)."""
+    e = explain_described(*weight_grad(M, K, N, torch.float32), **H100)
+    assert e.kernel == "hopper_tf32_m192_192x192x32" and e.details["split_k"] == 2, e
+    assert "2 slices of K" in e.reason and "added in the kernel" in e.reason, e
+    e = explain_described(*weight_grad(M, 2048, N, torch.float32), **H100)  # K too short: 128-row tiles
+    assert e.kernel != "hopper_tf32_m192_192x192x32", e
 
 
 def test_tf32_wgmma_worth_a_transposed_copy(high):

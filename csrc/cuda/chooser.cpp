@@ -576,15 +576,20 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // hand-over of ~3 us (the weight gradients of ViT-B/16's MLP, 3072 x 768 over 12608 tokens). Where two
     // slices leave SMs idle or K is short the rules below keep the product (H200, bf16, dY^T X, kernel
     // durations: 2304x12608x768 in 96 blocks 0.0768 ms against 0.0712 on 128x128 tiles; GPT-2's 3072x4096x768
-    // 0.0368 against 0.0323 on 128x192).
-    if (half && p.M % m192.bm == 0 && p.N % m192.bn == 0 && 2 * t192 <= sms && 20 * t192 >= 9 * sms &&
-        ksteps >= 128 && estimated_splits(m192, p, d, split_cap(m192, p)) == 2) {
+    // 0.0368 against 0.0323 on 128x192). TF32 from half that K (64 k-steps of 64): its MMAs take twice as long,
+    // the hand-over the same.
+    const KernelConfig& row192 = kConfigs[half ? kHopperM192 : kHopperTf32M192];
+    if ((half ? ksteps >= 128 : tf32_hopper && ksteps >= 64) && p.M % row192.bm == 0 && p.N % row192.bn == 0 &&
+        2 * t192 <= sms && 20 * t192 >= 9 * sms && estimated_splits(row192, p, d, split_cap(row192, p)) == 2) {
       std::ostringstream why;
       why << "sm_90, " << t192 << " 192x192 tiles in 2 slices of K on " << sms << " SMs, " << ksteps
-          << " k-steps of 64: a wave of blocks where 128-row tiles leave SMs idle (H200, bf16, dY^T X, kernel "
-             "durations: 3072x12608x768 0.0807 ms vs 0.0890 for hopper_128x192x64, 768x12608x3072 0.0799 vs "
-             "0.0882; cuBLAS 0.0815, 0.0850)";
-      ch = pick(kHopperM192, why.str());
+          << " k-steps of 64: a wave of blocks where 128-row tiles leave SMs idle ("
+          << (half ? "H200, bf16, dY^T X, kernel durations: 3072x12608x768 0.0807 ms vs 0.0890 for hopper_128x192x64, "
+                     "768x12608x3072 0.0799 vs 0.0882; cuBLAS 0.0815, 0.0850)"
+                   : "H100, TF32, dY^T X with dY^T copied transposed, kernel durations: 3072x4096x768 0.109 ms vs "
+                     "0.126 for hopper_tf32_128x256x32, 768x4096x3072 0.108 vs 0.125, 3072x12608x768 0.303 vs 0.338 "
+                     "in 5 slices; cuBLAS 0.104, 0.104, 0.275)");
+      ch = pick(half ? kHopperM192 : kHopperTf32M192, why.str());
       if (ch.cfg) return ch;
     }
     if (half && 10 * w192 <= 9 * std::min(w128, w256)) {
