@@ -76,7 +76,7 @@ bool reads_only_its_b(const KernelConfig& c, const GemmProblem& p) {
 // against 43 estimated a block), so their slices are set by that pace, not by
 // the bandwidth, and with the H100's figure they lost 10-30%. A split adds
 // the reduction: a launch plus writing and reading s fp32 slabs of the output
-// at ~3 TB/s (where the hopper kernel adds the slices itself, split_reduce_plan,
+// at ~3 TB/s (where the hopper kernel adds the slices itself, split_reduce_in_kernel,
 // it costs less). Estimates, not measurements: they only have to rank 1 against s
 // slices where one wave leaves SMs idle (and, for fp32, the blocked rows).
 constexpr double kBlockFixedNs = 2000, kReduceLaunchNs = 3000, kSmBytesPerNs = 100, kHbmBytesPerNs = 4800,
@@ -263,7 +263,7 @@ int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d
   if (best <= 1) return 1;
   std::ostringstream os;
   os << "; split-K: K in " << best << " slices of " << per * c.bk << ", "
-     << (split_reduce_plan(c, p, best, d.num_sms).in_kernel ? "added in the kernel" : "reduced by a second pass")
+     << (split_reduce_in_kernel(c, p, best, d.num_sms) ? "added in the kernel" : "reduced by a second pass")
      << " in a fixed order (";
   if (forced > 0)
     os << "forced by _set_split_k";
@@ -542,45 +542,37 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // L2 bytes per output: by kernel durations (CUPTI) the row is as fast or faster at equal outputs an SM
     // (ViT-B/16 at batch 64: 12608 x 2304, x 3072 and x 768 outputs, 6, 8 and 2 rounds), and faster with fewer
     // (4096 x 5632: 660 tiles in 5 rounds against 704 of 128x256 in 6). Where it needs more (4096^3: 484 tiles in
-    // 4 rounds, 147456 outputs an SM against 131072) the 128-row rules below keep the product.
-    const KernelConfig& m192 = kConfigs[kHopperM192];
+    // 4 rounds, 147456 outputs an SM against 131072) the 128-row rules below keep the product. TF32 (its 192x192
+    // row's tile is the same: the static_assert above) compares with its own tilings, 128x128 and 128x256 (no
+    // TF32 128x192): as fast at even outputs an SM (12608 x 2304 and x 3072 outputs), slower with more (4096^3:
+    // 0.436 ms against 0.396, H100, mm).
+    const KernelConfig& m192 = kConfigs[half ? kHopperM192 : kHopperTf32M192];
     const int64_t t192 = tiles(p, m192.bm, m192.bn), r192 = (t192 + sms - 1) / sms;
     const int64_t o192 = r192 * std::min<int64_t>(m192.bm, p.M) * std::min<int64_t>(m192.bn, p.N);
-    const int64_t o128 = std::min(w192, w256) * std::min<int64_t>(128, p.M);
-    if (half && t192 >= sms && o192 <= o128) {
+    const int64_t o128 = (half ? std::min(w192, w256) : std::min(w128, w256)) * std::min<int64_t>(128, p.M);
+    if (t192 >= sms && o192 <= o128) {
       std::ostringstream why;
-      why << "sm_90, 192x192 tiles in " << r192 << " round(s) on " << sms << " SMs, " << o192
-          << " outputs an SM, against " << o128 << " with 128-row tiles 192 or 256 wide (H100, bf16, kernel "
-          << "durations: x @ W.t() + bias 12608x768x2304 0.0691 ms vs 0.0711 for hopper_128x256x64, 12608x3072x768 "
-             "0.0800 vs 0.0818 for hopper_128x192x64, 12608x768x384 0.0140 vs 0.0167 for hopper_pingpong_128x128x64; "
-             "ViT-B/16 batch 64 forward under CUDA graphs 1.07x cuBLAS against 1.02x on the 128-row tiles)";
-      ch = pick(kHopperM192, why.str());
-      if (ch.cfg) return ch;
-    }
-    // TF32: the same wave rule (t192, o192: the TF32 row's tile is the half row's) against the TF32 tilings,
-    // 128x128 and 128x256 (there is no TF32 128x192). Where the outputs an SM are even the row is as fast
-    // (12608 x 2304 and x 3072 outputs); where it needs more (4096^3: 484 tiles in 4 rounds against 512 of
-    // 128x256 in 4) it lost: 0.436 ms against 0.396 (H100, mm).
-    const int64_t o128_tf32 = std::min(w128, w256) * std::min<int64_t>(128, p.M);
-    if (tf32_hopper && t192 >= sms && o192 <= o128_tf32) {
-      std::ostringstream why;
-      why << "sm_90, TF32, 192x192 tiles in " << r192 << " round(s) on " << sms << " SMs, " << o192
-          << " outputs an SM, against " << o128_tf32 << " with 128x128 or 128x256 tiles (H100, TF32, kernel "
-          << "durations: x @ W.t() + bias 4096x768x2304 0.0465 ms vs 0.0592 for hopper_tf32_128x256x32, "
-             "12608x3072x768 0.154 vs 0.195; cuBLAS 0.0442, 0.155)";
-      ch = pick(kHopperTf32M192, why.str());
+      why << "sm_90, " << (half ? "" : "TF32, ") << "192x192 tiles in " << r192 << " round(s) on " << sms
+          << " SMs, " << o192 << " outputs an SM, against " << o128
+          << (half ? " with 128-row tiles 192 or 256 wide (H100, bf16, kernel durations: x @ W.t() + bias "
+                     "12608x768x2304 0.0691 ms vs 0.0711 for hopper_128x256x64, 12608x3072x768 0.0800 vs 0.0818 for "
+                     "hopper_128x192x64, 12608x768x384 0.0140 vs 0.0167 for hopper_pingpong_128x128x64; ViT-B/16 "
+                     "batch 64 forward under CUDA graphs 1.07x cuBLAS against 1.02x on the 128-row tiles)"
+                   : " with 128x128 or 128x256 tiles (H100, TF32, kernel durations: x @ W.t() + bias 4096x768x2304 "
+                     "0.0465 ms vs 0.0592 for hopper_tf32_128x256x32, 12608x3072x768 0.154 vs 0.195; cuBLAS 0.0442, "
+                     "0.155)");
+      ch = pick(half ? kHopperM192 : kHopperTf32M192, why.str());
       if (ch.cfg) return ch;
     }
     // Two slices of K make a wave of whole 192x192 tiles (at least 90% of the SMs, where the 128-row tilings
-    // leave a quarter idle), each slice at least 64 k-steps: the kernel adds the slices (split_reduce_plan), a
+    // leave a quarter idle), each slice at least 64 k-steps: the kernel adds the slices (split_reduce_in_kernel), a
     // hand-over of ~3 us (the weight gradients of ViT-B/16's MLP, 3072 x 768 over 12608 tokens). Where two
     // slices leave SMs idle or K is short the rules below keep the product (H200, bf16, dY^T X, kernel
     // durations: 2304x12608x768 in 96 blocks 0.0768 ms against 0.0712 on 128x128 tiles; GPT-2's 3072x4096x768
     // 0.0368 against 0.0323 on 128x192). TF32 from half that K (64 k-steps of 64): its MMAs take twice as long,
     // the hand-over the same.
-    const KernelConfig& row192 = kConfigs[half ? kHopperM192 : kHopperTf32M192];
-    if ((half ? ksteps >= 128 : tf32_hopper && ksteps >= 64) && p.M % row192.bm == 0 && p.N % row192.bn == 0 &&
-        2 * t192 <= sms && 20 * t192 >= 9 * sms && estimated_splits(row192, p, d, split_cap(row192, p)) == 2) {
+    if (ksteps >= (half ? 128 : 64) && p.M % m192.bm == 0 && p.N % m192.bn == 0 && 2 * t192 <= sms &&
+        20 * t192 >= 9 * sms && estimated_splits(m192, p, d, split_cap(m192, p)) == 2) {
       std::ostringstream why;
       why << "sm_90, " << t192 << " 192x192 tiles in 2 slices of K on " << sms << " SMs, " << ksteps
           << " k-steps of 64: a wave of blocks where 128-row tiles leave SMs idle ("

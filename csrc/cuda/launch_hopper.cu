@@ -21,6 +21,7 @@
 #include "aligned_copy.h"
 #include "kernels/hopper.cuh"
 #include "launch.h"
+#include "split_reduce.h"
 
 namespace tilelab {
 namespace {
@@ -111,9 +112,9 @@ void launch_one(const GemmProblem& p0, bool store_c, cudaStream_t stream) {
       store_c && !kSwap && kTailCols > 0
           ? make_map(p.c, p.dtype, p.N, p.M, p.batch, p.sc_m, p.sc_b, hopper::kStoreRows, kTailCols)
           : map_c;  // unused
-  // Split-K without slabs (split_k_gemm sends it only where split_reduce_plan says so): the kernel adds the
+  // Split-K without slabs (split_k_gemm sends it only where split_reduce_in_kernel says so): the kernel adds the
   // slices itself (hopper::SliceSums), in a slot of BM x BN floats per slice past the first and tile, with a
-  // zeroed counter per tile, from the caching allocator on the stream (CUDA-graph capturable).
+  // zeroed counter per tile (fp32_workspace: CUDA-graph capturable).
   hopper::SliceSums fix{nullptr, nullptr};
   at::Tensor fix_mem;
   if (p.splits > 1 && p.partial == nullptr) {
@@ -121,8 +122,7 @@ void launch_one(const GemmProblem& p0, bool store_c, cudaStream_t stream) {
                          "epilogue");
     const int64_t tiles = PersistentGrouped<kGroupM>::count_of(p.M, p.N, BM, BN, 1, p.batch);
     const int64_t floats = (p.splits - 1) * tiles * BM * BN;
-    fix_mem = at::empty({floats + tiles},
-                        at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, at::cuda::current_device()));
+    fix_mem = fp32_workspace(floats + tiles);
     fix.sums = fix_mem.data_ptr<float>();
     fix.ready = reinterpret_cast<unsigned*>(fix.sums + floats);
     C10_CUDA_CHECK(cudaMemsetAsync(fix.ready, 0, tiles * sizeof(unsigned), stream));

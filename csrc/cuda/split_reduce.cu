@@ -103,7 +103,11 @@ void set_split_reduce_override(const std::string& how) {
   g_reduce_override.store(how.empty() ? 0 : how == "kernel" ? 1 : 2);
 }
 
-SplitReducePlan split_reduce_plan(const KernelConfig& row, const GemmProblem& p, int64_t splits, int64_t sms) {
+at::Tensor fp32_workspace(int64_t floats) {
+  return at::empty({floats}, at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, at::cuda::current_device()));
+}
+
+bool split_reduce_in_kernel(const KernelConfig& row, const GemmProblem& p, int64_t splits, int64_t sms) {
   const double second_pass = kSecondPassNs + 2.0 * splits * p.batch * p.M * p.N * 4 / kSecondPassBytesPerNs;
   const double in_kernel =
       kHandOverZeroNs + (splits - 1.0) * (kHandOverSliceNs + 4.0 * row.bm * row.bn / kHandOverBytesPerNs);
@@ -112,19 +116,16 @@ SplitReducePlan split_reduce_plan(const KernelConfig& row, const GemmProblem& p,
                    PersistentGrouped<kGroupM>::count_of(p.M, p.N, row.bm, row.bn, splits, p.batch) <= sms &&
                    hopper_fuses_activation(p);
   const int forced = g_reduce_override.load();
-  return {can && (forced == 0 ? in_kernel < second_pass : forced == 1), second_pass, in_kernel};
+  return can && (forced == 0 ? in_kernel < second_pass : forced == 1);
 }
 
 void split_k_gemm(const KernelConfig& row, const GemmProblem& p) {
   TORCH_CHECK(p.splits > 1 && p.dtype != at::kDouble, "tilelab: split-K needs splits > 1 and a float/half dtype");
-  if (split_reduce_plan(row, p, p.splits, at::cuda::getCurrentDeviceProperties()->multiProcessorCount).in_kernel) {
+  if (split_reduce_in_kernel(row, p, p.splits, at::cuda::getCurrentDeviceProperties()->multiProcessorCount)) {
     launch(row, p);  // the kernel adds the slices, then applies bias and activation once
     return;
   }
-  // The workspace comes from PyTorch's caching allocator on the current
-  // stream: no synchronisation, and CUDA-graph capturable.
-  const at::Tensor slabs = at::empty({p.splits * p.batch * p.M * p.N},
-                                     at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, at::cuda::current_device()));
+  const at::Tensor slabs = fp32_workspace(p.splits * p.batch * p.M * p.N);
   GemmProblem slices = p;  // raw sums: bias and activation wait for the reduction
   slices.partial = slabs.data_ptr<float>();
   slices.bias = nullptr;

@@ -2,6 +2,8 @@
 // Split-K on the host: the slices into a workspace, then the reduction
 // (split_reduce.cu). The chooser sets GemmProblem::splits, for the families
 // whose kernels take a k-range from the scheduler (launch.h, family_splits_k).
+#include <ATen/ATen.h>
+
 #include <string>
 
 #include "../gemm.h"
@@ -9,26 +11,26 @@
 
 namespace tilelab {
 
-// How p's slices of K on row get added, and at what estimated cost: by a
-// second pass over fp32 slabs of the whole output, or, for the hopper rows
-// where every slice is a block of one wave (slices x tiles <= SMs) and C
-// takes the TMA store (hopper_fuses_activation), in the kernel, where the
-// block of slice 0 reads the others' sums of its tile (hopper::SliceSums) --
-// whichever is cheaper by its measured costs; split_k_gemm goes by it. (The
-// chooser's split counts, est_ns, rank slice counts by their own, older
-// estimate of the second pass, the one their rules were measured with.)
-struct SplitReducePlan {
-  bool in_kernel;
-  double second_pass_ns, in_kernel_ns;
-};
-SplitReducePlan split_reduce_plan(const KernelConfig& row, const GemmProblem& p, int64_t splits, int64_t sms);
+// Whether p's slices of K on row are added in the kernel rather than by a
+// second pass over fp32 slabs of the whole output: for the hopper rows where
+// every slice is a block of one wave (slices x tiles <= SMs) and C takes the
+// TMA store (hopper_fuses_activation), the block of slice 0 reads the others'
+// sums of its tile (hopper::SliceSums), wherever that is cheaper by the two
+// ways' measured costs; split_k_gemm goes by it. (The chooser's split counts,
+// est_ns, rank slice counts by their own, older estimate of the second pass,
+// the one their rules were measured with.)
+bool split_reduce_in_kernel(const KernelConfig& row, const GemmProblem& p, int64_t splits, int64_t sms);
+
+// A workspace of `floats` fp32 values on the current device, from PyTorch's caching allocator (no
+// synchronisation, CUDA-graph capturable): the second pass's slabs, the in-kernel hand-over's slots.
+at::Tensor fp32_workspace(int64_t floats);
 
 // Testing hook (torch.ops.tilelab._set_split_reduce): "kernel" adds the slices in
 // the kernel wherever it can, "pass" always in the second pass, "" goes by cost.
 void set_split_reduce_override(const std::string& how);
 
 // Runs row's kernel on p.splits slices of K and adds them in order with p's
-// bias and activation into p.c: in the kernel where split_reduce_plan says so,
+// bias and activation into p.c: in the kernel where split_reduce_in_kernel says so,
 // else into a fp32 workspace, then a second pass.
 void split_k_gemm(const KernelConfig& row, const GemmProblem& p);
 
