@@ -334,7 +334,8 @@ def test_decode_with_a_row_major_b(dtype):
 
 def test_fp32_few_rows():
     """fp32 with few rows: one row of x @ W.t() on gemv, 2 to 32 on gemv_split (from 8 where N >= 2K)
-    where its blocks fill the SMs, split over K with a reason; under TF32 up to 4 rows on those (N >= 2K:
+    where its blocks fill the SMs (17 to 32 on blocks of 32 rows where a slice of K is long), split over K
+    with a reason; under TF32 up to 4 rows on those (N >= 2K:
     2 on gemv), then the TF32 tiles. A misaligned view stays on gemv (which reads it in place). x @ B with
     B row-major: gemv_split_rowb up to 8 rows (under TF32 too) where its blocks give every SM one."""
     f32 = torch.float32
@@ -348,8 +349,15 @@ def test_fp32_few_rows():
     assert explain_described(*linear(8, 4096, 14336, f32), **H200).kernel == "gemv_split_16x128x256"
     x = torch.empty(4, 4097, dtype=f32)[:, 1:]  # rows start 4 bytes past 16-byte boundaries
     assert explain_described(x, torch.empty(4096, 4096, dtype=f32).t(), **H200).kernel == "gemv_16x8"
-    for M in (17, 32):  # two blocks of rows, the second reading W's slice from L2
-        assert explain_described(*linear(M, 4096, 14336, f32), **H200).kernel == "gemv_split_16x128x256"
+    # 17 to 32 rows: blocks of 32 rows where a block's slice of K is at least 2048, else two blocks of 16 rows
+    for M, K, N in ((17, 4096, 14336), (32, 4096, 14336), (24, 14336, 4096)):
+        e = explain_described(*linear(M, K, N, f32), **H200)
+        assert e.kernel == "gemv_split_m32_32x128x256", e
+        assert e.details["split_k"] == (1 if N > K else 4) and "slices of K of at least 2048" in e.reason, e
+        assert e.details["split_k"] == 1 or "128 blocks, 1 an SM" in e.reason, e
+    for M in (17, 32):  # 4 slices of 1024
+        e = explain_described(*linear(M, 4096, 4096, f32), **H200)
+        assert e.kernel == "gemv_split_16x128x256" and e.details["split_k"] > 1, e
     assert explain_described(*linear(33, 4096, 4096, f32), **H200).kernel.startswith("blocked_")
     # Too few column tiles x slices of K for two gemv_split blocks an SM: a warp per column up to 8 rows (16
     # where K <= 1024), the tile rows above; 2048 x 5632 still fills (44 tiles x 8 slices).

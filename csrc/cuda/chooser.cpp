@@ -43,7 +43,8 @@ constexpr int kTcTf32_256 = row_index("tensorcore_tf32_128x256x32"),
               kTcTf32_128 = row_index("tensorcore_tf32_128x128x16"), kTcTf32_64 = row_index("tensorcore_tf32_64x64x16");
 constexpr int kGemv = row_index("gemv_16x8"), kGemvMma = row_index("gemv_mma_16x32x64"),
               kGemvMmaRowB = row_index("gemv_mma_rowb_16x32x64"),
-              kGemvSplit = row_index("gemv_split_16x128x256"), kGemvSplitRowB = row_index("gemv_split_rowb_16x1024x64"),
+              kGemvSplit = row_index("gemv_split_16x128x256"), kGemvSplitM32 = row_index("gemv_split_m32_32x128x256"),
+              kGemvSplitRowB = row_index("gemv_split_rowb_16x1024x64"),
               kNaive16 = row_index("naive_16x16");
 constexpr int kTiled32 = row_index("tiled_32x32x32"), kTiled16 = row_index("tiled_16x16x16"),
               kTiled8 = row_index("tiled_8x8x8");
@@ -226,10 +227,13 @@ std::atomic<int64_t> g_split_override{0};
 // speed), each slice at least bk of K (as gemv_split_blocks counts them; slices of 2 * bk were slower: H100,
 // fp32 under CUDA graphs, gemv_split_rowb 8x768x3072 0.029 ms in 12 slices vs 0.049 in 6, 4x4096x1024 0.023
 // in 64 vs 0.035 in 32).
+// A row an SM holds one block of (32 rows) takes the most slices that still make one round (32x14336x4096: 4
+// slices, 128 blocks; 5 would be 160 blocks in two rounds).
 constexpr int64_t kGemvSplitBlocksPerSm = 2;
 int64_t gemv_split_count(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, int64_t cap) {
   const int64_t blocks = std::max<int64_t>(tiles(p, c.bm, c.bn), 1);
-  const int64_t want = (kGemvSplitBlocksPerSm * d.num_sms + blocks - 1) / blocks;
+  const int64_t per_sm = gemv_split_blocks_per_sm(c);
+  const int64_t want = per_sm == 1 ? d.num_sms / blocks : (per_sm * d.num_sms + blocks - 1) / blocks;
   return std::max<int64_t>(1, std::min({want, cap, p.K / c.bk}));
 }
 
@@ -268,7 +272,7 @@ int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d
   if (forced > 0)
     os << "forced by _set_split_k";
   else if (gemv)
-    os << best * tiles(p, c.bm, c.bn) << " blocks, " << kGemvSplitBlocksPerSm
+    os << best * tiles(p, c.bm, c.bn) << " blocks, " << gemv_split_blocks_per_sm(c)
        << " an SM: their loads in flight stream B at memory speed";
   else {
     const int64_t per_sm = blocks_per_sm(c, p, d), t = tiles(p, c.bm, c.bn);
@@ -403,8 +407,9 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   // once. Half precision on the tensor cores (gemv_mma) while both operands'
   // rows are 16-byte aligned (else the launcher would copy W); IEEE fp32 on
   // gemv_split from 2 to 32 rows (aligned rows; from 8 where N >= 2K, whose many
-  // columns keep a warp per column busy enough; above 16 rows its blocks of 16
-  // rows read the same W slice one after the other, the second from L2) where
+  // columns keep a warp per column busy enough; above 16 rows on blocks of 32 rows
+  // where a block's slice of K is long, else on blocks of 16 that read the same W
+  // slice one after the other, the second from L2) where
   // its blocks fill the SMs, else on the gemv row, a warp per output column (up
   // to 16 rows; where gemv_split's rows could not fill the SMs, up to 8, or 16
   // where K <= 1024), and above that the tile rows. Under TF32 the IEEE rows stream W faster than TF32
@@ -424,6 +429,19 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   const int64_t split_from = p.N >= 2 * p.K ? 8 : 2;  // under TF32 (at most 4 rows): none where N >= 2K
   const bool split_rows_ok = k_cont && fp32 && aligned && p.M >= split_from && p.M <= split_rows;
   const bool split_fills = gemv_split_blocks(kConfigs[kGemvSplit], p) >= kGemvSplitBlocksPerSm * d.num_sms;
+  // 17 to 32 rows (IEEE fp32) where a block's slice of K is long: 32 rows a block stream W once where two 16-row
+  // blocks stream it twice, but with one block an SM (8 warps) a short slice ran slower.
+  const KernelConfig& m32 = kConfigs[kGemvSplitM32];
+  if (split_rows_ok && p.M > 16 && gemv_split_blocks(m32, p) >= gemv_split_blocks_per_sm(m32) * d.num_sms &&
+      p.K / gemv_split_count(m32, p, d, split_cap(m32, p)) >= 2048) {
+    ch = pick(kGemvSplitM32, "fp32, 17 to 32 rows with k-contiguous, 16-byte aligned operands (x @ W.t()) and slices "
+                             "of K of at least 2048: 32 rows a block stream W once where two 16-row blocks stream it "
+                             "twice (H100, kernel durations over a CUDA graph: 32x14336x4096 0.181 ms vs 0.242 for "
+                             "gemv_split_16x128x256 and 0.139 for cuBLAS, 17x14336x4096 0.161 vs 0.202 and 0.132, "
+                             "17x4096x14336 0.176 vs 0.205 and 0.192; slices of 1024 were slower, 32x4096x4096 0.078 "
+                             "vs 0.062)");
+    if (ch.cfg) return ch;
+  }
   if (split_rows_ok && split_fills) {
     ch = pick(kGemvSplit, std::string(p.allow_tf32 ? "fp32 under TF32, 2 to 4 rows (N < 2K)"
                                                    : "fp32, 2 to 32 rows (from 8 where N >= 2K)") +

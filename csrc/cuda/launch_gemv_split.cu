@@ -38,17 +38,26 @@ void launch_gemv_split(const KernelConfig& row, const GemmProblem& p0) {
     // H100, fp32 x @ W.t() per call under CUDA graphs: 16 rows 0.112 ms vs 0.151 skipping rows (16x14336x4096),
     // 0.152 vs 0.210 (16x4096x14336), 0.047 vs 0.058 (16x4096x4096); at 8 rows skipping was 2-6% faster.
     const bool repeat = std::min<int64_t>(p.M, c.bm) > c.bm / 2;
+    constexpr int kMinBlocks = gemv_split_blocks_per_sm(c);
     auto go = [&](auto tag) {
       using T = decltype(tag);
       if (repeat)
-        gemv_split_kernel<T, c.bm, kWarps, c.bk, kNMajor, true><<<grid, c.threads, 0, stream>>>(device_args<T>(p));
+        gemv_split_kernel<T, c.bm, kWarps, c.bk, kNMajor, true, kMinBlocks>
+            <<<grid, c.threads, 0, stream>>>(device_args<T>(p));
       else
-        gemv_split_kernel<T, c.bm, kWarps, c.bk, kNMajor, false><<<grid, c.threads, 0, stream>>>(device_args<T>(p));
+        gemv_split_kernel<T, c.bm, kWarps, c.bk, kNMajor, false, kMinBlocks>
+            <<<grid, c.threads, 0, stream>>>(device_args<T>(p));
     };
+    // Only the row's dtypes are instantiated (the dispatcher validates the dtype against them first).
+    constexpr bool kHalfRow = (c.dtypes & (kF16 | kBF16)) != 0;
     if (p.dtype == at::kFloat) go(float{});
-    else if (p.dtype == at::kHalf) go(c10::Half{});
-    else if (p.dtype == at::kBFloat16) go(c10::BFloat16{});
-    else TORCH_CHECK(false, "tilelab: ", c.name, " needs float32, float16 or bfloat16 inputs");
+    else if constexpr (kHalfRow) {
+      if (p.dtype == at::kHalf) go(c10::Half{});
+      else if (p.dtype == at::kBFloat16) go(c10::BFloat16{});
+      else TORCH_CHECK(false, "tilelab: ", c.name, " needs float32, float16 or bfloat16 inputs");
+    } else {
+      TORCH_CHECK(false, "tilelab: ", c.name, " needs float32 inputs");
+    }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
 }

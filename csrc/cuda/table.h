@@ -122,10 +122,17 @@ inline constexpr KernelConfig kConfigs[] = {
   // (split_reduce.cu adds the slices in a fixed order); bk is the split granularity. Each reads B in one layout:
   // 16 columns a warp of a k-contiguous B (x @ W.t()), 128 of an n-contiguous one (x @ B, B row-major).
   {"gemv_split_16x128x256",      "gemv_split",      Family::GemvSplit,  128, 16, 128, 256,  1, 8,  256, 0, 0, kF32 | kF16 | kBF16, 0, false, "x @ W.t(): a lane holds 4 columns x 16 rows, 8 lanes a 128-byte run of W's rows, x's loads shared by 4 columns; K split over blocks"},
+  // gemv_split_m32: 32 rows a block, fp32 only (half precision runs those rows on the tensor cores): W streamed once
+  // for 17 to 32 rows, where two 16-row blocks stream it twice; 128 sums a lane, so one block an SM.
+  {"gemv_split_m32_32x128x256",  "gemv_split_m32",  Family::GemvSplit,  128, 32, 128, 256,  1, 8,  256, 0, 0, kF32,         0, false, "gemv_split with 32 rows a block (4 columns x 32 rows a lane, one block an SM): W streamed once up to 32 rows; K split over blocks"},
   {"gemv_split_rowb_16x1024x64", "gemv_split_rowb", Family::GemvSplit, 1024, 16, 1024, 64,  1, 8,  256, 0, 0, kF32 | kF16 | kBF16, 0, false, "x @ B with B row-major: a lane holds 4 adjacent columns x 16 rows, a warp reads 512 contiguous bytes of a row of B; K split over blocks"},
 };
 // clang-format on
 inline constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
+
+// The blocks of a gemv_split row an SM holds: two of 16 rows (64 sums a lane, under 128 registers a thread), one
+// of 32 (128 sums a lane). The kernel's launch bounds and the chooser's split counts both read it.
+constexpr int gemv_split_blocks_per_sm(const KernelConfig& c) { return c.bm > 16 ? 1 : 2; }
 
 constexpr bool same_name(const char* a, const char* b) {
   while (*a != '\0' && *a == *b) ++a, ++b;

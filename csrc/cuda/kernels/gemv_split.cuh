@@ -37,6 +37,9 @@
 // the launcher runs the kernel without it (kRepeat: a short block repeats its
 // last row and drops those sums): 16 x 14336 x 4096 0.112 ms.
 //
+// kRows is 16 (two blocks an SM, under 128 registers a thread) or 32 (gemv_split_m32, fp32: 128 sums a lane, one
+// block an SM), which streams W once for 17 to 32 rows where 16-row blocks stream it twice.
+//
 // The launcher gives both kernels aligned rows (16 bytes) and A k-contiguous
 // (copying where a view is not); K needs no alignment (a scalar tail). fp32
 // stays IEEE fp32 (no TF32); half precision accumulates in fp32.
@@ -141,8 +144,9 @@ __device__ __forceinline__ void prefetch_l2_bulk(const void* p, int64_t bytes) {
 
 }  // namespace gemv_split
 
-template <typename T, int kRows, int kWarps, int kBk, bool kNMajor, bool kRepeat>
-__global__ void __launch_bounds__(kWarps * 32, 2) gemv_split_kernel(GemmArgs<T> p) {
+// kMinBlocks: the blocks an SM must hold (gemv_split_blocks_per_sm in table.h), which caps the registers.
+template <typename T, int kRows, int kWarps, int kBk, bool kNMajor, bool kRepeat, int kMinBlocks>
+__global__ void __launch_bounds__(kWarps * 32, kMinBlocks) gemv_split_kernel(GemmArgs<T> p) {
   static_assert(!std::is_same_v<T, double>, "gemv_split: fp32 and half precision (fp32 sums)");
   using gemv_split::kCols;
   using gemv_split::load_vec;
@@ -165,7 +169,9 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_split_kernel(GemmArgs<T> 
   if constexpr (!kNMajor) {
     constexpr int kE = 16 / sizeof(T);  // elements per 16-byte load
     constexpr int kLanesK = 8, kStep = kLanesK * kE;
-    constexpr int kUnroll = sizeof(T) == 4 ? 2 : 1;  // half: 8 values a load already (registers)
+    // fp32: 2 steps of W's loads in flight a lane (4 with 32 rows, in 255 registers, was slower: H100, 32x14336x4096
+    // 0.205 ms vs 0.181); half: 8 values a load already (registers).
+    constexpr int kUnroll = sizeof(T) == 4 ? 2 : 1;
     const int kl = lane % kLanesK, group = lane / kLanesK;
     const int n0 = w.tn * gemv_split::block_cols<kWarps, false>() + warp * 16 + group * kCols;
     // W's rows of this lane's columns (a column past N reads row N - 1; its sums are not stored).
