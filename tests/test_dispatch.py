@@ -349,15 +349,15 @@ def test_fp32_few_rows():
     assert explain_described(*linear(8, 4096, 14336, f32), **H200).kernel == "gemv_split_16x128x256"
     x = torch.empty(4, 4097, dtype=f32)[:, 1:]  # rows start 4 bytes past 16-byte boundaries
     assert explain_described(x, torch.empty(4096, 4096, dtype=f32).t(), **H200).kernel == "gemv_16x8"
-    # 17 to 32 rows: blocks of 32 rows where a block's slice of K is at least 2048, else two blocks of 16 rows
-    for M, K, N in ((17, 4096, 14336), (32, 4096, 14336), (24, 14336, 4096)):
+    # 17 to 32 rows: blocks of 32 rows where they make a round of >= 90% of the SMs on slices of K of at least
+    # 2048 (14336 x 4096: 4 slices of 3584, 128 blocks), else two blocks of 16 rows
+    for M in (17, 24, 32):
+        e = explain_described(*linear(M, 14336, 4096, f32), **H200)
+        assert e.kernel == "gemv_split_m32_32x128x256" and e.details["split_k"] == 4, e
+        assert "slices of K of at least 2048" in e.reason and "128 blocks, 1 an SM" in e.reason, e
+    for M, K, N in ((17, 4096, 4096), (32, 4096, 4096), (32, 4096, 14336)):  # slices of 1024; 112 blocks
         e = explain_described(*linear(M, K, N, f32), **H200)
-        assert e.kernel == "gemv_split_m32_32x128x256", e
-        assert e.details["split_k"] == (1 if N > K else 4) and "slices of K of at least 2048" in e.reason, e
-        assert e.details["split_k"] == 1 or "128 blocks, 1 an SM" in e.reason, e
-    for M in (17, 32):  # 4 slices of 1024
-        e = explain_described(*linear(M, 4096, 4096, f32), **H200)
-        assert e.kernel == "gemv_split_16x128x256" and e.details["split_k"] > 1, e
+        assert e.kernel == "gemv_split_16x128x256" and e.details["split_k"] > 1, (M, K, N, e)
     assert explain_described(*linear(33, 4096, 4096, f32), **H200).kernel.startswith("blocked_")
     # Too few column tiles x slices of K for two gemv_split blocks an SM: a warp per column up to 8 rows (16
     # where K <= 1024), the tile rows above; 2048 x 5632 still fills (44 tiles x 8 slices).

@@ -429,17 +429,20 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   const int64_t split_from = p.N >= 2 * p.K ? 8 : 2;  // under TF32 (at most 4 rows): none where N >= 2K
   const bool split_rows_ok = k_cont && fp32 && aligned && p.M >= split_from && p.M <= split_rows;
   const bool split_fills = gemv_split_blocks(kConfigs[kGemvSplit], p) >= kGemvSplitBlocksPerSm * d.num_sms;
-  // 17 to 32 rows (IEEE fp32) where a block's slice of K is long: 32 rows a block stream W once where two 16-row
-  // blocks stream it twice, but with one block an SM (8 warps) a short slice ran slower.
+  // 17 to 32 rows (IEEE fp32) where 32-row blocks make a round of at least 90% of the SMs (one block an SM) on
+  // slices of K of at least 2048: they stream W once where two 16-row blocks stream it twice; a short slice or a
+  // round short of SMs lost.
   const KernelConfig& m32 = kConfigs[kGemvSplitM32];
-  if (split_rows_ok && p.M > 16 && gemv_split_blocks(m32, p) >= gemv_split_blocks_per_sm(m32) * d.num_sms &&
-      p.K / gemv_split_count(m32, p, d, split_cap(m32, p)) >= 2048) {
-    ch = pick(kGemvSplitM32, "fp32, 17 to 32 rows with k-contiguous, 16-byte aligned operands (x @ W.t()) and slices "
-                             "of K of at least 2048: 32 rows a block stream W once where two 16-row blocks stream it "
-                             "twice (H100, kernel durations over a CUDA graph: 32x14336x4096 0.181 ms vs 0.242 for "
-                             "gemv_split_16x128x256 and 0.139 for cuBLAS, 17x14336x4096 0.161 vs 0.202 and 0.132, "
-                             "17x4096x14336 0.176 vs 0.205 and 0.192; slices of 1024 were slower, 32x4096x4096 0.078 "
-                             "vs 0.062)");
+  const int64_t m32_slices = gemv_split_count(m32, p, d, split_cap(m32, p));
+  if (split_rows_ok && p.M > 16 && 10 * tiles(p, m32.bm, m32.bn) * m32_slices >= 9 * d.num_sms &&
+      p.K / m32_slices >= 2048) {
+    ch = pick(kGemvSplitM32, "fp32, 17 to 32 rows with k-contiguous, 16-byte aligned operands (x @ W.t()), a round of "
+                             "one block an SM on slices of K of at least 2048: 32 rows a block stream W once where two "
+                             "16-row blocks stream it twice (H100, kernel durations over a CUDA graph, and with L2 "
+                             "flushed: 32x14336x4096 0.181 / 0.229 ms vs 0.242 / 0.271 for gemv_split_16x128x256, "
+                             "cuBLAS 0.139 / 0.150; 17x14336x4096 0.161 / 0.187 vs 0.202 / 0.238; slices of 1024 "
+                             "lost, 32x4096x4096 0.078 vs 0.062, and 112 blocks did with L2 flushed, 32x4096x14336 "
+                             "0.196 / 0.251 vs 0.208 / 0.236)");
     if (ch.cfg) return ch;
   }
   if (split_rows_ok && split_fills) {
