@@ -229,7 +229,6 @@ std::atomic<int64_t> g_split_override{0};
 // in 64 vs 0.035 in 32).
 // A row an SM holds one block of (32 rows) takes the most slices that still make one round (32x14336x4096: 4
 // slices, 128 blocks; 5 would be 160 blocks in two rounds).
-constexpr int64_t kGemvSplitBlocksPerSm = 2;
 int64_t gemv_split_count(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, int64_t cap) {
   const int64_t blocks = std::max<int64_t>(tiles(p, c.bm, c.bn), 1);
   const int64_t per_sm = gemv_split_blocks_per_sm(c);
@@ -408,8 +407,8 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   // rows are 16-byte aligned (else the launcher would copy W); IEEE fp32 on
   // gemv_split from 2 to 32 rows (aligned rows; from 8 where N >= 2K, whose many
   // columns keep a warp per column busy enough; above 16 rows on blocks of 32 rows
-  // where a block's slice of K is long, else on blocks of 16 that read the same W
-  // slice one after the other, the second from L2) where
+  // where they make a round of the SMs on long slices of K, else on blocks of 16
+  // that read the same W slice one after the other, the second from L2) where
   // its blocks fill the SMs, else on the gemv row, a warp per output column (up
   // to 16 rows; where gemv_split's rows could not fill the SMs, up to 8, or 16
   // where K <= 1024), and above that the tile rows. Under TF32 the IEEE rows stream W faster than TF32
@@ -428,14 +427,17 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   const int64_t gemv_rows = p.allow_tf32 ? 2 : 16, split_rows = p.allow_tf32 ? 4 : 32;
   const int64_t split_from = p.N >= 2 * p.K ? 8 : 2;  // under TF32 (at most 4 rows): none where N >= 2K
   const bool split_rows_ok = k_cont && fp32 && aligned && p.M >= split_from && p.M <= split_rows;
-  const bool split_fills = gemv_split_blocks(kConfigs[kGemvSplit], p) >= kGemvSplitBlocksPerSm * d.num_sms;
+  const KernelConfig& split16 = kConfigs[kGemvSplit];
+  const bool split_fills = gemv_split_blocks(split16, p) >= gemv_split_blocks_per_sm(split16) * d.num_sms;
   // 17 to 32 rows (IEEE fp32) where 32-row blocks make a round of at least 90% of the SMs (one block an SM) on
   // slices of K of at least 2048: they stream W once where two 16-row blocks stream it twice; a short slice or a
   // round short of SMs lost.
   const KernelConfig& m32 = kConfigs[kGemvSplitM32];
-  const int64_t m32_slices = gemv_split_count(m32, p, d, split_cap(m32, p));
-  if (split_rows_ok && p.M > 16 && 10 * tiles(p, m32.bm, m32.bn) * m32_slices >= 9 * d.num_sms &&
-      p.K / m32_slices >= 2048) {
+  const auto m32_round = [&] {
+    const int64_t slices = gemv_split_count(m32, p, d, split_cap(m32, p));
+    return 10 * tiles(p, m32.bm, m32.bn) * slices >= 9 * d.num_sms && p.K / slices >= 2048;
+  };
+  if (split_rows_ok && p.M > 16 && m32_round()) {
     ch = pick(kGemvSplitM32, "fp32, 17 to 32 rows with k-contiguous, 16-byte aligned operands (x @ W.t()), a round of "
                              "one block an SM on slices of K of at least 2048: 32 rows a block stream W once where two "
                              "16-row blocks stream it twice (H100, kernel durations over a CUDA graph, and with L2 "
