@@ -16,10 +16,6 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
-#include <array>
-#include <cstdio>
-#include <cstdlib>
-#include <atomic>
 #include <sstream>
 
 #include "aligned_copy.h"
@@ -75,48 +71,19 @@ CUtensorMap make_map(const void* ptr, c10::ScalarType dtype, int64_t cont, int64
   return map;
 }
 
-// How many clusters of `cluster` blocks of `kernel` can be resident at once on the current device:
-// cudaOccupancyMaxActiveClusters, asked once per kernel and device.
-template <typename Kernel>
-int64_t resident_clusters(Kernel kernel, int cluster, int threads, int smem) {
-  static std::array<std::atomic<int>, 64> known{};  // per device index; 0: not asked yet
-  const int dev = c10::cuda::current_device();
-  TORCH_CHECK(dev < static_cast<int>(known.size()), "tilelab: device index ", dev, " out of range");
-  int n = known[dev].load(std::memory_order_relaxed);
-  if (n == 0) {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(static_cast<unsigned>(cluster));
-    cfg.blockDim = dim3(static_cast<unsigned>(threads));
-    cfg.dynamicSmemBytes = smem;
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = static_cast<unsigned>(cluster), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, kernel, &cfg));
-    TORCH_CHECK(n > 0, "tilelab: no cluster of ", cluster, " hopper blocks fits on this device");
-    known[dev].store(n, std::memory_order_relaxed);
-  }
-  return n;
-}
-
-// The persistent grid: one block per SM, or one per work tile when there are fewer; in clusters of
-// `cluster` blocks, as many clusters as can be resident (each walking tiles of bn x cluster columns).
-template <typename Kernel>
-dim3 persistent_grid(const GemmProblem& p, int bm, int bn, int cluster, Kernel kernel, int threads, int smem) {
-  const int64_t count = PersistentGrouped<kGroupM>::count_of(p.M, p.N, bm, bn * cluster, p.splits, p.batch);
-  const int64_t slots = cluster == 1 ? at::cuda::getCurrentDeviceProperties()->multiProcessorCount
-                                     : resident_clusters(kernel, cluster, threads, smem);
-  return dim3(static_cast<unsigned>(cluster * std::max<int64_t>(1, std::min(count, slots))));
+// The persistent grid: one block per SM, or one per work tile when there are fewer.
+dim3 persistent_grid(const GemmProblem& p, int bm, int bn) {
+  const int64_t count = PersistentGrouped<kGroupM>::count_of(p.M, p.N, bm, bn, p.splits, p.batch);
+  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  return dim3(static_cast<unsigned>(std::max<int64_t>(1, std::min(count, sms))));
 }
 
 // p0: the product as the kernel computes it (for a swap-AB row, the transposed one: swapped()); store_c:
 // hopper_fuses_activation of the caller's product.
-template <typename T, int BM, int BN, int kStages, bool kPingPong, bool kSwap, int kCluster, bool kMulticast, int kExp,
-          bool kAK, bool kBK>
+template <typename T, int BM, int BN, int kStages, bool kPingPong, bool kSwap, bool kAK, bool kBK>
 void launch_one(const GemmProblem& p0, bool store_c, cudaStream_t stream) {
   constexpr int smem = hopper::smem_bytes<BM, BN, kStages>();
-  constexpr auto kernel = hopper_kernel<T, BM, BN, kStages, kAK, kBK, kPingPong, kSwap, kCluster, kMulticast, kExp>;
+  constexpr auto kernel = hopper_kernel<T, BM, BN, kStages, kAK, kBK, kPingPong, kSwap>;
   allow_smem<kernel>(smem);
   GemmProblem p = p0;
   align_operand_rows(p);
@@ -128,7 +95,7 @@ void launch_one(const GemmProblem& p0, bool store_c, cudaStream_t stream) {
   // C 64 (n) x 16 (m), and a tile's last BN % 64 columns through map_c_tail.
   constexpr int kTileK = hopper::tile_k<T>();
   const int64_t ba = a_batch ? p.batch : 1, bb = b_batch ? p.batch : 1;
-  const CUtensorMap map_a = kAK ? make_map(a.data, p.dtype, p.K, p.M, ba, lda, a.s_batch, kMulticast ? BM / kCluster : BM)
+  const CUtensorMap map_a = kAK ? make_map(a.data, p.dtype, p.K, p.M, ba, lda, a.s_batch, BM)
                                 : make_map(a.data, p.dtype, p.M, p.K, ba, lda, a.s_batch, kTileK);
   const CUtensorMap map_b = kBK ? make_map(b.data, p.dtype, p.K, p.N, bb, ldb, b.s_batch, BN)
                                 : make_map(b.data, p.dtype, p.N, p.K, bb, ldb, b.s_batch, kTileK);
@@ -160,35 +127,9 @@ void launch_one(const GemmProblem& p0, bool store_c, cudaStream_t stream) {
     fix.ready = reinterpret_cast<unsigned*>(fix.sums + floats);
     C10_CUDA_CHECK(cudaMemsetAsync(fix.ready, 0, tiles * sizeof(unsigned), stream));
   }
-  TORCH_CHECK(kCluster == 1 || fix.ready == nullptr, "tilelab: clustered hopper rows add no slices in the kernel");
-  constexpr int kThreads = hopper::threads<BM>();
-  const dim3 grid = persistent_grid(p, BM, BN, kCluster, kernel, kThreads, smem);
-  const int64_t pairs = PersistentGrouped<kGroupM>::count_of(p.M, p.N, BM, BN * kCluster, p.splits, p.batch);
-  const dim3 grid2 = kExp == 4 ? dim3(static_cast<unsigned>(
-                                     kCluster * std::min<int64_t>(pairs, at::cuda::getCurrentDeviceProperties()->multiProcessorCount / kCluster)))
-                               : grid;
-  if (std::getenv("TILELAB_DEBUG_GRID") != nullptr)
-    fprintf(stderr, "tilelab grid (exp %d): %u blocks (cluster %d, multicast %d, tiles %lld, sms %d)\n", kExp, grid2.x, kCluster,
-            int(kMulticast), static_cast<long long>(PersistentGrouped<kGroupM>::count_of(p.M, p.N, BM, BN, p.splits,
-            p.batch)), at::cuda::getCurrentDeviceProperties()->multiProcessorCount);
-  if constexpr (kCluster == 1 || kExp == 4) {
-    kernel<<<grid2, kThreads, smem, stream>>>(map_a, map_b, map_c, map_c_tail, device_args<T>(p), a_batch ? 1 : 0,
-                                             b_batch ? 1 : 0, store_c ? 1 : 0, fix);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-  } else {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = kCluster, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_c, map_c_tail, device_args<T>(p),
-                                      a_batch ? 1 : 0, b_batch ? 1 : 0, store_c ? 1 : 0, fix));
-  }
+  kernel<<<persistent_grid(p, BM, BN), hopper::threads<BM>(), smem, stream>>>(
+      map_a, map_b, map_c, map_c_tail, device_args<T>(p), a_batch ? 1 : 0, b_batch ? 1 : 0, store_c ? 1 : 0, fix);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 // TF32 wgmma reads only k-contiguous operands: a column-major A / row-major B
@@ -198,7 +139,7 @@ void launch_tf32(const GemmProblem& p0, cudaStream_t stream) {
   GemmProblem p = p0;
   if (!p.a.k_contiguous) flip_contiguity(p, p.a, true);
   if (!p.b.k_contiguous) flip_contiguity(p, p.b, false);
-  launch_one<float, BM, BN, kStages, false, false, 1, false, 0, true, true>(p, hopper_fuses_activation(p), stream);
+  launch_one<float, BM, BN, kStages, false, false, true, true>(p, hopper_fuses_activation(p), stream);
 }
 
 // The transposed product C^T = B^T A^T of p, as a swap-AB kernel reads it: the operands trade places (an
@@ -212,13 +153,12 @@ GemmProblem swapped(const GemmProblem& p) {
   return q;
 }
 
-template <typename T, int BM, int BN, int kStages, bool kPingPong, bool kSwap, int kCluster, bool kMulticast, int kExp>
+template <typename T, int BM, int BN, int kStages, bool kPingPong, bool kSwap>
 void launch_layouts(const GemmProblem& p, cudaStream_t stream) {
   const bool store_c = hopper_fuses_activation(p);
   const auto run = [&](const GemmProblem& q) {
     with_layouts(q, [&](auto ak, auto bk) {
-      launch_one<T, BM, BN, kStages, kPingPong, kSwap, kCluster, kMulticast, kExp, decltype(ak)::value,
-                 decltype(bk)::value>(q, store_c, stream);
+      launch_one<T, BM, BN, kStages, kPingPong, kSwap, decltype(ak)::value, decltype(bk)::value>(q, store_c, stream);
     });
   };
   if constexpr (kSwap) run(swapped(p));
@@ -255,15 +195,7 @@ void launch_hopper(const KernelConfig& row, const GemmProblem& p) {
     constexpr KernelConfig c = kConfigs[decltype(r)::value];
     // Swap-AB rows (variant hopper_swap) name their tile in C's terms, bm x bn; the kernel computes C^T in
     // tiles of bn x bm (kBM x kBN).
-    constexpr bool kMulticast = same_name(c.variant, "hopper_swap_mc") || same_name(c.variant, "hopper_swap_mct");
-    constexpr int kExp = same_name(c.variant, "hopper_swap_c2n")   ? 3
-                         : same_name(c.variant, "hopper_swap_p2")  ? 4
-                         : same_name(c.variant, "hopper_swap_mct") ? 5
-                         : same_name(c.variant, "hopper_swap_c2s") ? 6
-                                                                   : 0;
-    constexpr bool kCluster2 = kMulticast || same_name(c.variant, "hopper_swap_c2") || kExp > 0;
-    constexpr bool kSwap = same_name(c.variant, "hopper_swap") || kCluster2;
-    constexpr int kCluster = kCluster2 ? 2 : 1;
+    constexpr bool kSwap = same_name(c.variant, "hopper_swap");
     constexpr int kBM = kSwap ? c.bn : c.bm, kBN = kSwap ? c.bm : c.bn;
     // (threads<kBM> admits 64, 128 or 192 rows; the kernel, 128 for swap-AB rows.)
     static_assert(c.threads == hopper::threads<kBM>(), "hopper rows: a producer warpgroup and one consumer "
@@ -286,9 +218,9 @@ void launch_hopper(const KernelConfig& row, const GemmProblem& p) {
     static_assert(c.tf32 || (c.dtypes == (kF16 | kBF16) && c.bk == hopper::tile_k<c10::Half>()),
                   "half rows: float16/bfloat16, 64 of K per stage");
     if (p.dtype == at::kHalf)
-      launch_layouts<c10::Half, kBM, kBN, c.stages, kPingPong, kSwap, kCluster, kMulticast, kExp>(p, stream);
+      launch_layouts<c10::Half, kBM, kBN, c.stages, kPingPong, kSwap>(p, stream);
     else if (p.dtype == at::kBFloat16)
-      launch_layouts<c10::BFloat16, kBM, kBN, c.stages, kPingPong, kSwap, kCluster, kMulticast, kExp>(p, stream);
+      launch_layouts<c10::BFloat16, kBM, kBN, c.stages, kPingPong, kSwap>(p, stream);
     else
       TORCH_CHECK(false, "tilelab: ", c.name, " needs float16 or bfloat16 inputs");
   });

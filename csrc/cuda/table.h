@@ -98,10 +98,6 @@ inline constexpr KernelConfig kConfigs[] = {
   // wgmma's N (8), not its M (64). cuBLAS's tile for sub-wave token counts: 1576 tokens x 768 outputs are 132 tiles
   // (22 x 6), one wave on 132 SMs, against 78 of 128x128 and 104 of 128x96.
   {"hopper_swap_72x128x64",      "hopper_swap",     Family::Hopper,     72,  72, 128, 64,  8, 1,  384, 6, 0, kF16 | kBF16, 90, false, "swap-AB: wgmma m64n72k16 on C^T (fp32 acc) + TMA, 6-stage ring, 2 consumer warpgroups, C stored transposed through 72 x 16 boxes"},
-  {"hopper_swap_mc_72x128x64",   "hopper_swap_mc",  Family::Hopper,     72,  72, 128, 64,  8, 1,  384, 6, 0, kF16 | kBF16, 90, false, "hopper_swap in clusters of 2 blocks: pairs of tiles on the same 128 columns, each loading half their A stage, multicast into both"},
-  {"hopper_swap_c2_72x128x64",   "hopper_swap_c2",  Family::Hopper,     72,  72, 128, 64,  8, 1,  384, 6, 0, kF16 | kBF16, 90, false, "hopper_swap launched in clusters of 2 blocks (pairs of tiles on the same 128 columns), each loading its own stages"},
-  {"hopper_swap_mct_72x128x64",  "hopper_swap_mct", Family::Hopper,     72,  72, 128, 64,  8, 1,  384, 6, 0, kF16 | kBF16, 90, false, "exp: multicast, producer tail, no closing barrier"},
-  {"hopper_swap_c2s_72x128x64",  "hopper_swap_c2s", Family::Hopper,     72,  72, 128, 64,  8, 1,  384, 6, 0, kF16 | kBF16, 90, false, "exp: cluster launch, opening barrier only"},
   {"hopper_tf32_128x256x32",     "hopper_tf32",     Family::Hopper,    256, 128, 256, 32,  8, 1,  384, 4, 0, kF32,         90, true,  "TF32 wgmma m64n256k8 (needs precision 'high') + TMA, 4-stage ring, k-contiguous operands (others copied transposed)"},
   {"hopper_tf32_128x128x32",     "hopper_tf32",     Family::Hopper,    128, 128, 128, 32,  8, 1,  384, 6, 0, kF32,         90, true,  "TF32 wgmma m64n128k8 (needs precision 'high') + TMA, 6-stage ring, k-contiguous operands (others copied transposed)"},
   // TF32 on 192 x 192 tiles (the hopper_m192 row's three consumer warpgroups and its 4 x 48 KB stages, 32 of K

@@ -199,35 +199,6 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   } while (!done);
 }
 
-// ---- clusters of 2 blocks (the hopper_swap_mc row). A block's rank in its cluster; a barrier of every
-// thread of the cluster; an arrival on the mbarrier at the same offset in block `rank`'s shared memory.
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void mbar_arrive_in(uint32_t bar, uint32_t rank) {
-  asm volatile(
-      "{\n.reg .b32 remote;\n"
-      "mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
-      "r"(rank)
-      : "memory");
-}
-// The same box into shared memory at `dst` of every block of the cluster in `mask`, each block's mbarrier
-// at `bar` completing by the box's bytes.
-__device__ __forceinline__ void tma_load_multicast(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0,
-                                                   int c1, int c2, uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, "
-      "{%3, %4, %5}], [%2], %6;\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "h"(mask)
-      : "memory");
-}
-
 // ---- TMA: one box of a 3-D tensor map (contiguous dim, rows, batch) into shared memory
 __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1,
                                          int c2) {
@@ -515,8 +486,7 @@ __device__ __forceinline__ void bar_arrive(int id, int threads) {
 // tiles), where its M steps by 64. The tile is stored transposed: C^T(m, n) is C[n][m] at c + n * sc_m + m
 // (a split-K slice's slab likewise, rows of p.M). Through the TMA, each warp turns its 16 x BN accumulators
 // into a BN x 16 box of C (32-byte rows, unswizzled), pairing adjacent C columns across lanes with a shuffle.
-template <typename T, int BM, int BN, int kStages, bool kAK, bool kBK, bool kPingPong, bool kSwap, int kCluster,
-          bool kMulticast = (kCluster > 1), int kExp = 0>
+template <typename T, int BM, int BN, int kStages, bool kAK, bool kBK, bool kPingPong, bool kSwap>
 __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
     hopper_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                   const __grid_constant__ CUtensorMap map_c, const __grid_constant__ CUtensorMap map_c_tail,
@@ -552,14 +522,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
   auto empty = [&](int s) { return bars + 8 * (kStages + s); };
   // A stage is released by every consumer warp that read it: both warpgroups'
   // (cooperative) or the one warpgroup's whose tile it holds (ping-pong).
-  // Clusters (kCluster = 2, swap-AB): the two blocks compute horizontally adjacent tiles with the same rows;
-  // each loads half of their common A stage and multicasts it into both, so every stage of a block is also
-  // written by the other block's producer and released by both blocks' consumers: one arrival per consumer
-  // warpgroup and destination block (warp r of each warpgroup signals block r once the warpgroup's wgmma on
-  // the stage has completed), as CUTLASS's PipelineTmaAsync.
-  static_assert(kCluster == 1 || (kCluster == 2 && kSwap), "hopper: clusters of 2 swap-AB blocks");
-  constexpr int kReleases =
-      kCluster > 1 && kMulticast ? consumer_groups<BM>() * kCluster : (kPingPong ? kConsumerWarps / 2 : kConsumerWarps);
+  constexpr int kReleases = kPingPong ? kConsumerWarps / 2 : kConsumerWarps;
 
   const int tid = threadIdx.x, wg = tid / 128;
   if (tid == 0) {
@@ -569,38 +532,19 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  // Clusters: both blocks' barriers are initialized before either block's copies or arrivals reach them.
-  // kExp: 3 cluster launch without cluster barriers, 4 the pairs' walk without a cluster launch.
-  constexpr bool kSyncs = kCluster > 1 && (kExp < 3 || kExp >= 5);
-  constexpr bool kEndSync = kSyncs && kExp < 5;  // 5 (multicast), 6 (own loads): no closing cluster barrier
-  uint32_t rank = 0;
-  if constexpr (kCluster > 1) rank = kExp == 4 ? blockIdx.x % kCluster : cluster_rank();
-  if constexpr (kSyncs) {
-    __syncwarp();
-    cluster_sync();
-  } else {
-    __syncthreads();
-  }
+  __syncthreads();
 
   // In-kernel split-K: the slices from the last to the first, so slice 0's block, which waits, comes last.
-  // The list of work: tiles, or in a cluster tiles of kCluster x BN columns, block `rank` of which computes
-  // columns BN * rank.. (both blocks walk the same list; the grid is kCluster x the clusters).
-  const PersistentGrouped<kGroupM> sched(p.M, p.N, BM, BN * kCluster, (p.K + kTileK - 1) / kTileK, p.splits,
-                                         p.batch, fix.ready != nullptr);
-  const int64_t first = blockIdx.x / kCluster, stride = gridDim.x / kCluster;
-  auto work_at = [&](int64_t i) {
-    WorkTile w = sched.at(i);
-    w.tn = w.tn * kCluster + static_cast<int>(rank);
-    return w;
-  };
+  const PersistentGrouped<kGroupM> sched(p.M, p.N, BM, BN, (p.K + kTileK - 1) / kTileK, p.splits, p.batch,
+                                         fix.ready != nullptr);
 
   if (wg == 0) {
     // ---------------- producer: every tile of the block, in order; `it` is the ring position.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
     if (tid == 0) {
       int it = 0;
-      for (int64_t i = first; i < sched.count; i += stride) {
-        const WorkTile w = work_at(i);
+      for (int64_t i = blockIdx.x; i < sched.count; i += gridDim.x) {
+        const WorkTile w = sched.at(i);
         const int m0 = w.tm * BM, n0 = w.tn * BN;
         const int za = a_batch ? w.batch : 0, zb = b_batch ? w.batch : 0;
         for (int kt = w.k_begin; kt < w.k_end; ++kt, ++it) {
@@ -609,15 +553,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
           const uint32_t sa = ring + s * kStageBytes, sb = sa + kABytes;
           mbar_expect_tx(full(s), kTxBytes);
           const int k0 = kt * kTileK;
-          if constexpr (kCluster > 1 && kMulticast) {
-            // A: this block's 64 rows of the 128, multicast into both blocks (k-contiguous: rows 64 * rank.. of
-            // the box; m-contiguous: box `rank` of the two).
-            constexpr uint16_t kMask = (1u << kCluster) - 1;
-            if constexpr (kAK)
-              tma_load_multicast(sa + rank * kBoxBytes, &map_a, full(s), k0, m0 + rank * 64, za, kMask);
-            else
-              tma_load_multicast(sa + rank * kBoxBytes, &map_a, full(s), m0 + rank * kTileK, k0, za, kMask);
-          } else if constexpr (kAK) {
+          if constexpr (kAK) {
             tma_load(sa, &map_a, full(s), k0, m0, za);
           } else {
 #pragma unroll
@@ -632,12 +568,6 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
               tma_load(sb + j * kBoxBytes, &map_b, full(s), n0 + j * kTileK, k0, zb);
           }
         }
-      }
-      // Multicast without a closing cluster barrier: the producer stays until every stage's last use was
-      // released by both blocks' consumers, so no arrival of the other block reaches this block after it exits.
-      if constexpr (kMulticast && !kEndSync) {
-        for (int j = 0; j < kStages; ++j, ++it)
-          if (it >= kStages) mbar_wait(empty(it % kStages), ((it / kStages) + 1) & 1);
       }
     }
   } else {
@@ -656,18 +586,8 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
     int it = 0;   // the ring position of this tile's first k-tile
     int j = 0;    // the block's tile count so far
     int box = 0;  // the warp's staging buffer for its next TMA-store box (two alternate; one: always 0)
-    // Releases a stage: this warp's arrival on its `empty` barrier; in a cluster, warp r of the warpgroup
-    // arrives on block r's.
-    auto release = [&](int s) {
-      if (lane != 0) return;
-      if constexpr (kCluster > 1 && kMulticast) {
-        if (warp < kCluster) mbar_arrive_in(empty(s), static_cast<uint32_t>(warp));
-      } else {
-        mbar_arrive(empty(s));
-      }
-    };
-    for (int64_t i = first; i < sched.count; i += stride, ++j) {
-      const WorkTile w = work_at(i);
+    for (int64_t i = blockIdx.x; i < sched.count; i += gridDim.x, ++j) {
+      const WorkTile w = sched.at(i);
       const int ktiles = w.k_end - w.k_begin;
       if (kPingPong && (j % 2) != c) {  // the other warpgroup's tile: only its ring slots
         it += ktiles;
@@ -741,14 +661,14 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
         wgmma_wait<1>();
 #pragma unroll
         for (int h = 0; h < kHalves; ++h) fence_regs(d[h]);
-        if (kt > 0) release((it - 1) % kStages);
+        if (kt > 0 && lane == 0) mbar_arrive(empty((it - 1) % kStages));
       }
       wgmma_wait<0>();
 #pragma unroll
       for (int h = 0; h < kHalves; ++h) fence_regs(d[h]);
-      if (ktiles > 0) release((it - 1) % kStages);  // the tile's last stage
+      if (ktiles > 0 && lane == 0) mbar_arrive(empty((it - 1) % kStages));  // the tile's last stage
       // Ping-pong: the other warpgroup may start its next tile's MMAs (if the block has one for it).
-      if (kPingPong && i + stride < sched.count) bar_arrive(kOrderBar + (1 - c), 256);
+      if (kPingPong && i + gridDim.x < sched.count) bar_arrive(kOrderBar + (1 - c), 256);
 
       if (fix.ready != nullptr) {
         // In-kernel split-K (SliceSums): a tile's consumer threads (both warpgroups cooperative, one ping-pong),
@@ -976,11 +896,6 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
       });
     }
     if (store_c && lane == 0) bulk_wait_all();  // the block's last writes have landed
-  }
-  // A block of a cluster stays until the other has made its last arrival on this block's barriers.
-  if constexpr (kEndSync) {
-    __syncwarp();
-    cluster_sync();
   }
 #else
   // Not compiled for sm_90a: the chooser never launches this (launch_hopper.cu: hopper_cannot_run).
