@@ -171,6 +171,12 @@ def test_split_k_added_in_the_kernel(high, config, shape, splits, how):
         one_wave = -(-M // bm) * -(-N // bn) * s <= sms
         added_here = how == "kernel" and one_wave
         assert ("added in the kernel" if added_here else "reduced by a second pass") in e.reason, e
+        # The launch goes by the reason's decision: a second pass is a kernel of its own.
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            torch.ops.tilelab.tiled_linear(x, w, bias, variant=config)
+            torch.cuda.synchronize()
+        passes = [ev.name for ev in prof.events() if "split_reduce_kernel" in ev.name]
+        assert bool(passes) != added_here, (e.reason, passes)
         for act in (None, "gelu"):
             ref = ACT_REFS[act](x64 @ w64.t() + b64)
             poison = Poisoned(M * N, dtype, "cuda")

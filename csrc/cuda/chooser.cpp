@@ -246,8 +246,9 @@ int64_t gemv_split_blocks(const KernelConfig& c, const GemmProblem& p) {
 }
 
 // The split count for row c on p: the override, or the least estimated time
-// among the counts of at most kSplitRounds rounds of blocks; `why` gets the sentence.
-int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, std::string& why) {
+// among the counts of at most kSplitRounds rounds of blocks; `why` gets the sentence, `in_kernel` how the
+// slices are added.
+int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, std::string& why, bool& in_kernel) {
   if (!family_splits_k(c.family) || p.dtype == c10::ScalarType::Double) return 1;
   const bool gemv = c.family == Family::GemvSplit;  // its own count (gemv_split_count), not est_ns's
   const int64_t kt = (p.K + c.bk - 1) / c.bk;
@@ -264,9 +265,10 @@ int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d
   const int64_t per = (kt + best - 1) / best;
   best = (kt + per - 1) / per;
   if (best <= 1) return 1;
+  in_kernel = split_reduce_in_kernel(c, p, best, d.num_sms);
   std::ostringstream os;
   os << "; split-K: K in " << best << " slices of " << per * c.bk << ", "
-     << (split_reduce_in_kernel(c, p, best, d.num_sms) ? "added in the kernel" : "reduced by a second pass")
+     << (in_kernel ? "added in the kernel" : "reduced by a second pass")
      << " in a fixed order (";
   if (forced > 0)
     os << "forced by _set_split_k";
@@ -288,7 +290,8 @@ int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d
 
 Choice with_splits(Choice ch, const GemmProblem& p, const DeviceInfo& d) {
   std::string why;
-  ch.splits = plan_splits(*ch.cfg, p, d, why);
+  ch.reduce_in_kernel = false;
+  ch.splits = plan_splits(*ch.cfg, p, d, why, ch.reduce_in_kernel);
   ch.reason += why;
   return ch;
 }

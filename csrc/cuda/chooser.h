@@ -15,6 +15,9 @@ struct Choice {
   const KernelConfig* cfg = nullptr;
   std::string reason;
   int splits = 1;  // slices of K (split-K; 1: none)
+  // With splits > 1: whether the kernel adds the slices itself (split_reduce_in_kernel), decided once with the
+  // reason, else a second pass over fp32 slabs (split_k_gemm goes by it).
+  bool reduce_in_kernel = false;
 };
 
 // Why row cannot run p on d (the table's columns, then the family's own

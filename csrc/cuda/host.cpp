@@ -5,6 +5,8 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -18,12 +20,16 @@
 namespace tilelab {
 namespace {
 
-// Cached properties of CUDA device `index`.
+// Cached properties of CUDA device `index`: after the first query, one atomic load a call (no lock).
+constexpr int kMaxDevices = 64;
 const DeviceInfo& device_info(int index) {
+  TORCH_CHECK(index >= 0 && index < kMaxDevices, "tilelab: CUDA device index ", index, " out of range (at most ",
+              kMaxDevices, " devices)");
+  static std::array<std::atomic<const DeviceInfo*>, kMaxDevices> known{};
+  if (const DeviceInfo* d = known[index].load(std::memory_order_acquire)) return *d;
   static std::mutex mu;
-  static std::vector<std::unique_ptr<DeviceInfo>> cache;
+  static std::vector<std::unique_ptr<DeviceInfo>> cache(kMaxDevices);  // owns what `known` points to
   std::lock_guard<std::mutex> lock(mu);
-  if (cache.size() <= static_cast<size_t>(index)) cache.resize(index + 1);
   if (!cache[index]) {
     const cudaDeviceProp* prop = at::cuda::getDeviceProperties(index);
     auto d = std::make_unique<DeviceInfo>();
@@ -41,6 +47,7 @@ const DeviceInfo& device_info(int index) {
       (void)cudaGetLastError();  // unknown: the chooser assumes an H200's
     }
     cache[index] = std::move(d);
+    known[index].store(cache[index].get(), std::memory_order_release);
   }
   return *cache[index];
 }
@@ -92,7 +99,7 @@ at::Tensor gemm_cuda(const char* op, const at::Tensor* bias, const at::Tensor& a
     p.a.data = a0 + z0 * p.a.s_batch * esize;
     p.b.data = b0 + z0 * p.b.s_batch * esize;
     p.c = c0 + z0 * p.sc_b * esize;
-    if (p.splits > 1) split_k_gemm(*choice.cfg, p);
+    if (p.splits > 1) split_k_gemm(*choice.cfg, p, choice.reduce_in_kernel);
     else launch(*choice.cfg, p);
   }
   if (act_after) torch_activation(call.out, call.problem.act, /*in_place=*/true);

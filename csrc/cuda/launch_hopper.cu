@@ -112,14 +112,18 @@ void launch_one(const GemmProblem& p0, bool store_c, cudaStream_t stream) {
       store_c && !kSwap && kTailCols > 0
           ? make_map(p.c, p.dtype, p.N, p.M, p.batch, p.sc_m, p.sc_b, hopper::kStoreRows, kTailCols)
           : map_c;  // unused
-  // Split-K without slabs (split_k_gemm sends it only where split_reduce_in_kernel says so): the kernel adds the
-  // slices itself (hopper::SliceSums), in a slot of BM x BN floats per slice past the first and tile, with a
-  // zeroed counter per tile (fp32_workspace: CUDA-graph capturable).
+  // Split-K without slabs (split_k_gemm sends it only where the chooser's split_reduce_in_kernel said so): the
+  // kernel adds the slices itself (hopper::SliceSums), in a slot of BM x BN floats per slice past the first and
+  // tile, with a zeroed counter per tile (fp32_workspace: CUDA-graph capturable). Slice 0's block waits for the
+  // others' sums, so every slice must be a block of the one persistent wave: never launched otherwise.
   hopper::SliceSums fix{nullptr, nullptr};
   at::Tensor fix_mem;
   if (p.splits > 1 && p.partial == nullptr) {
     TORCH_CHECK(store_c, "tilelab: internal error: a hopper split-K reduced in the kernel needs the TMA-store "
                          "epilogue");
+    TORCH_CHECK(PersistentGrouped<kGroupM>::count_of(p.M, p.N, BM, BN, p.splits, p.batch) <=
+                    at::cuda::getCurrentDeviceProperties()->multiProcessorCount,
+                "tilelab: internal error: slices added in the kernel need every slice in one wave of blocks");
     const int64_t tiles = PersistentGrouped<kGroupM>::count_of(p.M, p.N, BM, BN, 1, p.batch);
     const int64_t floats = (p.splits - 1) * tiles * BM * BN;
     fix_mem = fp32_workspace(floats + tiles);

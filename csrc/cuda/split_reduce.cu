@@ -119,9 +119,9 @@ bool split_reduce_in_kernel(const KernelConfig& row, const GemmProblem& p, int64
   return can && (forced == 0 ? in_kernel < second_pass : forced == 1);
 }
 
-void split_k_gemm(const KernelConfig& row, const GemmProblem& p) {
+void split_k_gemm(const KernelConfig& row, const GemmProblem& p, bool in_kernel) {
   TORCH_CHECK(p.splits > 1 && p.dtype != at::kDouble, "tilelab: split-K needs splits > 1 and a float/half dtype");
-  if (split_reduce_in_kernel(row, p, p.splits, at::cuda::getCurrentDeviceProperties()->multiProcessorCount)) {
+  if (in_kernel) {
     launch(row, p);  // the kernel adds the slices, then applies bias and activation once
     return;
   }

@@ -16,7 +16,8 @@ namespace tilelab {
 // every slice is a block of one wave (slices x tiles <= SMs) and C takes the
 // TMA store (hopper_fuses_activation), the block of slice 0 reads the others'
 // sums of its tile (hopper::SliceSums), wherever that is cheaper by the two
-// ways' measured costs; split_k_gemm goes by it. (The chooser's split counts,
+// ways' measured costs. The chooser decides it once, with its reason (Choice::reduce_in_kernel), and
+// split_k_gemm goes by that. (The chooser's split counts,
 // est_ns, rank slice counts by their own, older estimate of the second pass,
 // the one their rules were measured with.)
 bool split_reduce_in_kernel(const KernelConfig& row, const GemmProblem& p, int64_t splits, int64_t sms);
@@ -30,8 +31,8 @@ at::Tensor fp32_workspace(int64_t floats);
 void set_split_reduce_override(const std::string& how);
 
 // Runs row's kernel on p.splits slices of K and adds them in order with p's
-// bias and activation into p.c: in the kernel where split_reduce_in_kernel says so,
-// else into a fp32 workspace, then a second pass.
-void split_k_gemm(const KernelConfig& row, const GemmProblem& p);
+// bias and activation into p.c: in the kernel where in_kernel (the chooser's
+// split_reduce_in_kernel), else into a fp32 workspace, then a second pass.
+void split_k_gemm(const KernelConfig& row, const GemmProblem& p, bool in_kernel);
 
 }  // namespace tilelab
