@@ -2,7 +2,8 @@
 """A/B tilelab against cuBLAS (torch) in one run, on whatever device is present.
 
 For every op x shape x dtype: time torch's call and the chosen tilelab kernels on the
-same random-normal inputs (median of device-event timings after warm-up), and
+same random-normal inputs (median of device-event timings after warm-up; --rounds N:
+the median of N such medians), and
 report ms, TFLOP/s, ratio to cuBLAS (cuBLAS time / tilelab time: > 1 means
 tilelab is faster), % of the device's peak, and the relative error of both
 against a float64 reference (torch's call on the inputs cast to float64). With
@@ -298,7 +299,7 @@ def peer_pad(op: str, inputs, sizes: dict, ref, dkey: str, device: str, timing) 
 def run(args) -> list[dict]:
     device = args.device
     rows = []
-    timing = (args.warmup, args.rep)
+    timing = (args.warmup, args.rep, args.rounds)
     for case in common.progress(args.cases, len(args.cases), "ab", not args.no_progress):
         op, B, M, N, K, dkey = case.op, case.B, case.M, case.N, case.K, case.dtype
         precision = common.set_precision(dkey)
@@ -432,6 +433,8 @@ def build_cases(p: argparse.ArgumentParser, args) -> list[Case]:
     for d in dtypes:
         if d not in common.DTYPES:
             p.error(f"unknown dtype {d!r}; choose from {', '.join(common.DTYPES)}")
+    if args.rounds < 1:
+        p.error(f"--rounds must be at least 1, got {args.rounds}")
     if not args.suite:
         if args.op == "all":
             p.error("--op all needs --suite (it runs each op on the suite's shapes for that op)")
@@ -473,6 +476,8 @@ def main(argv=None) -> int:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--warmup", type=int, default=25, help="warm-up per measurement, ms")
     p.add_argument("--rep", type=int, default=100, help="timed repetitions per measurement, ms")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="measure every time (tilelab's, cuBLAS's, the peers') this many times and keep the median")
     p.add_argument("--max-call-s", type=float, default=1.0, help="skip a kernel whose single call takes longer")
     p.add_argument("--graph-max-mnk", type=float, default=1024 ** 3,
                    help="also time CUDA-graph replay (columns 'graph ms', 'cuBLAS graph ms') for shapes "
@@ -485,9 +490,10 @@ def main(argv=None) -> int:
 
     rows = run(args)
     meta = dict(common.metadata(args.device, "highest (fp32 rows) / high (tf32 rows)"),
-                suite=args.suite, smoke=args.smoke, peers=sorted(set(args.peer)))
+                suite=args.suite, smoke=args.smoke, peers=sorted(set(args.peer)), rounds=args.rounds)
     print(f"# {meta['device']} | torch {meta['torch']} | CUDA {meta['cuda']} | "
-          f"fp32 rows at precision 'highest' (IEEE), tf32 rows at 'high' | median of do_bench; "
+          f"fp32 rows at precision 'highest' (IEEE), tf32 rows at 'high' | median of do_bench"
+          + (f" (median of {args.rounds} rounds)" if args.rounds > 1 else "") + "; "
           f"graph ms = median CUDA-graph replay" + (f" | suite {args.suite}, shapes M x K x N" if args.suite else ""))
     common.print_table(rows, SUITE_COLUMNS if args.suite else COLUMNS, skip_empty=True)
     peer_notes = dict.fromkeys(f"{p} peer, {r['op']} {r.get('shape') or 'MxNxK=%dx%dx%d' % (r['M'], r['N'], r['K'])} "

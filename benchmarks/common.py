@@ -100,8 +100,13 @@ def median_call_ms(fn: Callable[[], object], n: int, device: str, sync_each: boo
     return statistics.median(s.elapsed_time(e) for s, e in ev)
 
 
-def bench(fn: Callable[[], object], device: str, warmup_ms: int = 25, rep_ms: int = 100) -> float:
-    """Median milliseconds of fn()."""
+def bench(fn: Callable[[], object], device: str, warmup_ms: int = 25, rep_ms: int = 100, rounds: int = 1) -> float:
+    """Median milliseconds of fn(); with rounds > 1, the median of that many such medians (a single
+    measurement's spike, a clock dip or a neighbour's burst, then moves none of a row's numbers)."""
+    return statistics.median(_bench_once(fn, device, warmup_ms, rep_ms) for _ in range(max(1, rounds)))
+
+
+def _bench_once(fn: Callable[[], object], device: str, warmup_ms: int, rep_ms: int) -> float:
     if device.startswith("cuda"):
         try:
             import triton.testing

@@ -120,6 +120,17 @@ def test_skinny_suite_and_pad_peer(tmp_path):
     assert "geomean pad ratio" in make_readme_table.build(str(tmp_path))
 
 
+def test_rounds_take_the_median_of_medians(tmp_path, monkeypatch):
+    """--rounds N measures every time N times and keeps the median: one spike in three moves nothing."""
+    times = iter([1.0, 9.0, 2.0] * 1000)
+    monkeypatch.setattr(ab.common, "_bench_once", lambda *args: next(times))
+    assert ab.common.bench(lambda: None, "cpu", rounds=3) == 2.0
+    assert ab.common.bench(lambda: None, "cpu") == 1.0  # one round: the measurement itself
+    rc, data = run_ab(tmp_path, "--shapes", "8x8x8", "--dtypes", "fp32", "--rounds", "3", *FAST[1:])
+    assert rc == 0 and data["meta"]["rounds"] == 3
+    assert all(r["ms"] == 2.0 and r["cublas_ms"] == 2.0 for r in data["rows"] if r.get("ms"))
+
+
 @pytest.mark.parametrize("op", ["mm", "addmm", "linear", "linear_nobias", "linear_gelu", "bmm"])
 def test_each_op_calls_tilelab(op, monkeypatch):
     """The tilelab side of each op is the matching tilelab call (tiled_linear for the linear ops)
@@ -174,6 +185,7 @@ def test_triton_peer_columns(tmp_path, monkeypatch):
     (["--smoke"], "needs --suite"),
     (["--suite", "transformer", "--op", "linear_nobias"], "has no linear_nobias shapes"),
     (["--dtypes", "fp8"], "unknown dtype"),
+    (["--rounds", "0"], "--rounds must be at least 1"),
 ])
 def test_argument_errors(argv, message, capsys):
     with pytest.raises(SystemExit):
