@@ -477,7 +477,8 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=25, help="warm-up per measurement, ms")
     p.add_argument("--rep", type=int, default=100, help="timed repetitions per measurement, ms")
     p.add_argument("--rounds", type=int, default=1,
-                   help="measure every time (tilelab's, cuBLAS's, the peers') this many times and keep the median")
+                   help="take every do_bench time (tilelab's, cuBLAS's, the peers') this many times and keep the "
+                        "median (the graph columns stay one measurement)")
     p.add_argument("--max-call-s", type=float, default=1.0, help="skip a kernel whose single call takes longer")
     p.add_argument("--graph-max-mnk", type=float, default=1024 ** 3,
                    help="also time CUDA-graph replay (columns 'graph ms', 'cuBLAS graph ms') for shapes "
