@@ -249,8 +249,7 @@ int64_t gemv_split_blocks(const KernelConfig& c, const GemmProblem& p) {
 // among the counts of at most kSplitRounds rounds of blocks; `why` gets the sentence, `in_kernel` how the
 // slices are added.
 int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, std::string& why, bool& in_kernel) {
-  // (The K-pair rows split K in two within their clusters, and no further.)
-  if (!family_splits_k(c.family) || p.dtype == c10::ScalarType::Double || same_name(c.variant, "hopper_m64_kpair")) return 1;
+  if (!family_splits_k(c.family) || p.dtype == c10::ScalarType::Double) return 1;
   const bool gemv = c.family == Family::GemvSplit;  // its own count (gemv_split_count), not est_ns's
   const int64_t kt = (p.K + c.bk - 1) / c.bk;
   const int64_t cap = split_cap(c, p);

@@ -16,9 +16,6 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
-#include <array>
-#include <atomic>
-
 #include <sstream>
 
 #include "aligned_copy.h"
@@ -81,37 +78,12 @@ dim3 persistent_grid(const GemmProblem& p, int bm, int bn) {
   return dim3(static_cast<unsigned>(std::max<int64_t>(1, std::min(count, sms))));
 }
 
-// How many clusters of 2 blocks of `kernel` can be resident at once on the current device
-// (cudaOccupancyMaxActiveClusters), asked once per kernel and device.
-template <auto kernel>
-int64_t resident_pairs(int threads, int smem) {
-  static std::array<std::atomic<int>, 64> known{};  // per device index; 0: not asked yet
-  const int dev = c10::cuda::current_device();
-  TORCH_CHECK(dev < static_cast<int>(known.size()), "tilelab: device index ", dev, " out of range");
-  int n = known[dev].load(std::memory_order_relaxed);
-  if (n == 0) {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(2);
-    cfg.blockDim = dim3(static_cast<unsigned>(threads));
-    cfg.dynamicSmemBytes = smem;
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = 2, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, kernel, &cfg));
-    TORCH_CHECK(n > 0, "tilelab: no cluster of 2 hopper blocks fits on this device");
-    known[dev].store(n, std::memory_order_relaxed);
-  }
-  return n;
-}
-
 // p0: the product as the kernel computes it (for a swap-AB row, the transposed one: swapped()); store_c:
 // hopper_fuses_activation of the caller's product.
-template <typename T, int BM, int BN, int kStages, bool kPingPong, bool kSwap, bool kPairK, bool kAK, bool kBK>
+template <typename T, int BM, int BN, int kStages, bool kPingPong, bool kSwap, bool kAK, bool kBK>
 void launch_one(const GemmProblem& p0, bool store_c, cudaStream_t stream) {
-  constexpr int smem = hopper::smem_bytes<BM, BN, kStages>() + (kPairK ? hopper::pair_bytes<BM, BN>() : 0);
-  constexpr auto kernel = hopper_kernel<T, BM, BN, kStages, kAK, kBK, kPingPong, kSwap, kPairK>;
+  constexpr int smem = hopper::smem_bytes<BM, BN, kStages>();
+  constexpr auto kernel = hopper_kernel<T, BM, BN, kStages, kAK, kBK, kPingPong, kSwap>;
   allow_smem<kernel>(smem);
   GemmProblem p = p0;
   align_operand_rows(p);
@@ -159,30 +131,9 @@ void launch_one(const GemmProblem& p0, bool store_c, cudaStream_t stream) {
     fix.ready = reinterpret_cast<unsigned*>(fix.sums + floats);
     C10_CUDA_CHECK(cudaMemsetAsync(fix.ready, 0, tiles * sizeof(unsigned), stream));
   }
-  if constexpr (!kPairK) {
-    kernel<<<persistent_grid(p, BM, BN), hopper::threads<BM>(), smem, stream>>>(
-        map_a, map_b, map_c, map_c_tail, device_args<T>(p), a_batch ? 1 : 0, b_batch ? 1 : 0, store_c ? 1 : 0, fix);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-  } else {
-    // A cluster of 2 blocks a tile (each half of its k-tiles), as many clusters as tiles or resident pairs.
-    TORCH_CHECK(p.splits == 1 && store_c, "tilelab: internal error: a K-pair row takes no split-K and stores C "
-                                          "through the TMA");
-    constexpr int kThreads = hopper::threads<BM>();
-    const int64_t tiles = PersistentGrouped<kGroupM>::count_of(p.M, p.N, BM, BN, 1, p.batch);
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(static_cast<unsigned>(2 * std::max<int64_t>(1, std::min(tiles, resident_pairs<kernel>(
-                                                                                   kThreads, smem)))));
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = 2, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_c, map_c_tail, device_args<T>(p),
-                                      a_batch ? 1 : 0, b_batch ? 1 : 0, store_c ? 1 : 0, fix));
-  }
+  kernel<<<persistent_grid(p, BM, BN), hopper::threads<BM>(), smem, stream>>>(
+      map_a, map_b, map_c, map_c_tail, device_args<T>(p), a_batch ? 1 : 0, b_batch ? 1 : 0, store_c ? 1 : 0, fix);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 // TF32 wgmma reads only k-contiguous operands: a column-major A / row-major B
@@ -192,7 +143,7 @@ void launch_tf32(const GemmProblem& p0, cudaStream_t stream) {
   GemmProblem p = p0;
   if (!p.a.k_contiguous) flip_contiguity(p, p.a, true);
   if (!p.b.k_contiguous) flip_contiguity(p, p.b, false);
-  launch_one<float, BM, BN, kStages, false, false, false, true, true>(p, hopper_fuses_activation(p), stream);
+  launch_one<float, BM, BN, kStages, false, false, true, true>(p, hopper_fuses_activation(p), stream);
 }
 
 // The transposed product C^T = B^T A^T of p, as a swap-AB kernel reads it: the operands trade places (an
@@ -206,13 +157,12 @@ GemmProblem swapped(const GemmProblem& p) {
   return q;
 }
 
-template <typename T, int BM, int BN, int kStages, bool kPingPong, bool kSwap, bool kPairK>
+template <typename T, int BM, int BN, int kStages, bool kPingPong, bool kSwap>
 void launch_layouts(const GemmProblem& p, cudaStream_t stream) {
   const bool store_c = hopper_fuses_activation(p);
   const auto run = [&](const GemmProblem& q) {
     with_layouts(q, [&](auto ak, auto bk) {
-      launch_one<T, BM, BN, kStages, kPingPong, kSwap, kPairK, decltype(ak)::value, decltype(bk)::value>(q, store_c,
-                                                                                                    stream);
+      launch_one<T, BM, BN, kStages, kPingPong, kSwap, decltype(ak)::value, decltype(bk)::value>(q, store_c, stream);
     });
   };
   if constexpr (kSwap) run(swapped(p));
@@ -250,8 +200,6 @@ void launch_hopper(const KernelConfig& row, const GemmProblem& p) {
     // Swap-AB rows (variant hopper_swap) name their tile in C's terms, bm x bn; the kernel computes C^T in
     // tiles of bn x bm (kBM x kBN).
     constexpr bool kSwap = same_name(c.variant, "hopper_swap");
-    // K-pair rows (variant hopper_m64_kpair): clusters of 2 blocks, each half of a tile's K.
-    constexpr bool kPairK = same_name(c.variant, "hopper_m64_kpair");
     constexpr int kBM = kSwap ? c.bn : c.bm, kBN = kSwap ? c.bm : c.bn;
     // (threads<kBM> admits 64, 128 or 192 rows; the kernel, 128 for swap-AB rows.)
     static_assert(c.threads == hopper::threads<kBM>(), "hopper rows: a producer warpgroup and one consumer "
@@ -274,9 +222,9 @@ void launch_hopper(const KernelConfig& row, const GemmProblem& p) {
     static_assert(c.tf32 || (c.dtypes == (kF16 | kBF16) && c.bk == hopper::tile_k<c10::Half>()),
                   "half rows: float16/bfloat16, 64 of K per stage");
     if (p.dtype == at::kHalf)
-      launch_layouts<c10::Half, kBM, kBN, c.stages, kPingPong, kSwap, kPairK>(p, stream);
+      launch_layouts<c10::Half, kBM, kBN, c.stages, kPingPong, kSwap>(p, stream);
     else if (p.dtype == at::kBFloat16)
-      launch_layouts<c10::BFloat16, kBM, kBN, c.stages, kPingPong, kSwap, kPairK>(p, stream);
+      launch_layouts<c10::BFloat16, kBM, kBN, c.stages, kPingPong, kSwap>(p, stream);
     else
       TORCH_CHECK(false, "tilelab: ", c.name, " needs float16 or bfloat16 inputs");
   });

@@ -77,7 +77,6 @@ inline constexpr KernelConfig kConfigs[] = {
   // 64 x 96: fewer bytes a stage than 128x64 at nearly as many tiles (128 tokens through a 2048 -> 5632
   // projection: 118 tiles against 88). A row-major B is read in whole 64-column boxes (128 columns a stage).
   {"hopper_m64_64x96x64",        "hopper_m64",      Family::Hopper,     96,  64,  96, 64,  4, 1,  256, 8, 0, kF16 | kBF16, 90, false, "wgmma m64n96k16 (fp32 acc) + TMA, 128B swizzle, 8-stage mbarrier ring, producer + 1 consumer warpgroup"},
-  {"hopper_m64_kpair_64x64x64",  "hopper_m64_kpair",Family::Hopper,     64,  64,  64, 64,  4, 1,  256, 10, 0, kF16 | kBF16, 90, false, "hopper_m64 in clusters of 2 blocks, each half of a tile's K, the second's sums handed over through the first's shared memory"},
   // 160 wide: a fuller last wave where 192 leaves SMs idle (DeepGEMM's unaligned BLOCK_N): a 3072 x 768 weight
   // gradient is 120 tiles of 128x160 on 132 SMs against 96 of 128x192. A tile's last box is 32 columns wide
   // (stored through its own map). No rule picks it (variant= or tune() do): bf16 3072 x 768 over K = 12608,

@@ -145,11 +145,6 @@ template <int BM, int BN, int kStages>
 constexpr int store_bufs() {
   return smem_bytes_with<BM, BN, kStages, 2>() <= kMaxSmemBytes ? 2 : 1;
 }
-// kPairK: the hand-over's BM x BN floats and its two mbarriers, after the ring's mbarriers.
-template <int BM, int BN>
-constexpr int pair_bytes() {
-  return BM * BN * 4 + 32;
-}
 template <int BM, int BN, int kStages>
 constexpr int smem_bytes() {
   return smem_bytes_with<BM, BN, kStages, store_bufs<BM, BN, kStages>()>();
@@ -180,31 +175,6 @@ __device__ __forceinline__ unsigned load_acquire(const unsigned* counter) {
   return v;
 }
 
-// ---- clusters of 2 (kPairK): the block's rank; the cluster barrier in two halves; shared memory and mbarriers
-// of the other block (its address of `addr` through mapa).
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ void cluster_arrive_relaxed() {
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ uint32_t peer_addr(uint32_t addr, uint32_t rank) {
-  uint32_t r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
-  return r;
-}
-__device__ __forceinline__ void st_peer_v4(uint32_t addr, float a, float b, float c, float d) {
-  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(a), "f"(b), "f"(c), "f"(d)
-               : "memory");
-}
-// An arrival on an mbarrier of the other block (peer_addr), releasing this thread's earlier writes to the cluster.
-__device__ __forceinline__ void mbar_arrive_peer(uint32_t peer_bar) {
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(peer_bar) : "memory");
-}
-
 // ---- mbarriers
 __device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
@@ -214,20 +184,6 @@ __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
 }
 __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-// Waits until the phase with the given parity has completed; acquiring, at cluster scope, what the other
-// block's arrivals released (kPairK).
-__device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
 }
 // Waits until the phase with the given parity has completed.
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
@@ -530,17 +486,14 @@ __device__ __forceinline__ void bar_arrive(int id, int threads) {
 // tiles), where its M steps by 64. The tile is stored transposed: C^T(m, n) is C[n][m] at c + n * sc_m + m
 // (a split-K slice's slab likewise, rows of p.M). Through the TMA, each warp turns its 16 x BN accumulators
 // into a BN x 16 box of C (32-byte rows, unswizzled), pairing adjacent C columns across lanes with a shuffle.
-template <typename T, int BM, int BN, int kStages, bool kAK, bool kBK, bool kPingPong, bool kSwap,
-          bool kPairK = false>
+template <typename T, int BM, int BN, int kStages, bool kAK, bool kBK, bool kPingPong, bool kSwap>
 __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
     hopper_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                   const __grid_constant__ CUtensorMap map_c, const __grid_constant__ CUtensorMap map_c_tail,
                   GemmArgs<T> p, int a_batch, int b_batch, int store_c, hopper::SliceSums fix) {
 #ifdef TILELAB_HOPPER_DEVICE
   using namespace hopper;
-  static_assert(smem_bytes<BM, BN, kStages>() + (kPairK ? pair_bytes<BM, BN>() : 0) <= kMaxSmemBytes,
-                "hopper: the ring must fit in shared memory");
-  static_assert(!kPairK || (!kPingPong && !kSwap), "hopper: K pairs are cooperative, not swap-AB");
+  static_assert(smem_bytes<BM, BN, kStages>() <= kMaxSmemBytes, "hopper: the ring must fit in shared memory");
   static_assert(!kPingPong || (BN <= 128 && BM == 128),
                 "hopper: a ping-pong warpgroup holds a whole 128-row tile (BN / 2 * 2 floats)");
   constexpr int kStageBytes = stage_bytes<BM, BN>();
@@ -570,12 +523,6 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
   // A stage is released by every consumer warp that read it: both warpgroups'
   // (cooperative) or the one warpgroup's whose tile it holds (ping-pong).
   constexpr int kReleases = kPingPong ? kConsumerWarps / 2 : kConsumerWarps;
-  // kPairK: the two blocks of a cluster compute one tile, block r the r-th half of its k-tiles; block 1 hands
-  // its sums to block 0 through block 0's shared memory (`xfer`, BM x BN floats), announced on block 0's
-  // `xfull`; block 0 adds them and stores the tile, then frees `xfer` on block 1's `xempty`.
-  const uint32_t xfull = bars + 16 * kStages, xempty = xfull + 8;
-  const uint32_t xfer = (xempty + 8 + 15) & ~15u;
-  constexpr int kConsumerThreads = kConsumerWarps * 32;
 
   const int tid = threadIdx.x, wg = tid / 128;
   if (tid == 0) {
@@ -583,43 +530,21 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
       mbar_init(full(s), 1);            // the producer's expect_tx arrival (+ the bytes)
       mbar_init(empty(s), kReleases);   // one arrival per consumer warp
     }
-    if constexpr (kPairK) {
-      mbar_init(xfull, kConsumerThreads);   // every consumer thread of block 1
-      mbar_init(xempty, kConsumerThreads);  // every consumer thread of block 0
-    }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
-  // kPairK: the other block waits for this arrival (cluster_wait) only before its first hand-over.
-  uint32_t rank = 0;
-  if constexpr (kPairK) {
-    rank = cluster_rank();
-    cluster_arrive_relaxed();
-  }
-  // A cluster walks the tile list as one block does; block r of it takes the r-th half of each tile's k-tiles.
-  constexpr int kWalkers = kPairK ? 2 : 1;
-  const int64_t first = blockIdx.x / kWalkers, stride = gridDim.x / kWalkers;
 
   // In-kernel split-K: the slices from the last to the first, so slice 0's block, which waits, comes last.
   const PersistentGrouped<kGroupM> sched(p.M, p.N, BM, BN, (p.K + kTileK - 1) / kTileK, p.splits, p.batch,
                                          fix.ready != nullptr);
-  auto work_at = [&](int64_t i) {
-    WorkTile w = sched.at(i);
-    if constexpr (kPairK) {
-      const int half = (w.k_end - w.k_begin + 1) / 2;
-      if (rank == 0) w.k_end = w.k_begin + half;
-      else w.k_begin += half;
-    }
-    return w;
-  };
 
   if (wg == 0) {
     // ---------------- producer: every tile of the block, in order; `it` is the ring position.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
     if (tid == 0) {
       int it = 0;
-      for (int64_t i = first; i < sched.count; i += stride) {
-        const WorkTile w = work_at(i);
+      for (int64_t i = blockIdx.x; i < sched.count; i += gridDim.x) {
+        const WorkTile w = sched.at(i);
         const int m0 = w.tm * BM, n0 = w.tn * BN;
         const int za = a_batch ? w.batch : 0, zb = b_batch ? w.batch : 0;
         for (int kt = w.k_begin; kt < w.k_end; ++kt, ++it) {
@@ -645,10 +570,6 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
         }
       }
     }
-    if constexpr (kPairK) {  // the cluster barrier's phase, completed by every thread
-      __syncwarp();
-      cluster_wait();
-    }
   } else {
     // ---------------- consumers
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(consumer_regs<BM>()));
@@ -665,8 +586,8 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
     int it = 0;   // the ring position of this tile's first k-tile
     int j = 0;    // the block's tile count so far
     int box = 0;  // the warp's staging buffer for its next TMA-store box (two alternate; one: always 0)
-    for (int64_t i = first; i < sched.count; i += stride, ++j) {
-      const WorkTile w = work_at(i);
+    for (int64_t i = blockIdx.x; i < sched.count; i += gridDim.x, ++j) {
+      const WorkTile w = sched.at(i);
       const int ktiles = w.k_end - w.k_begin;
       if (kPingPong && (j % 2) != c) {  // the other warpgroup's tile: only its ring slots
         it += ktiles;
@@ -747,37 +668,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
       for (int h = 0; h < kHalves; ++h) fence_regs(d[h]);
       if (ktiles > 0 && lane == 0) mbar_arrive(empty((it - 1) % kStages));  // the tile's last stage
       // Ping-pong: the other warpgroup may start its next tile's MMAs (if the block has one for it).
-      if (kPingPong && i + stride < sched.count) bar_arrive(kOrderBar + (1 - c), 256);
-
-      if constexpr (kPairK) {
-        // Block 1's sums into block 0's `xfer`, float4 (h, q4) of consumer thread ti at (h, q4) x threads + ti;
-        // block 0 adds them to its own (slice 0 first, then slice 1: the same order every call).
-        constexpr int kQuads = BN / 8;
-        const int ti = c * 128 + tid % 128;
-        if (j == 0) cluster_wait();  // the other block's barriers are initialized
-        if (rank == 1) {
-          if (j > 0) mbar_wait_cluster(xempty, (j - 1) & 1);  // block 0 has read the last tile's sums
-          const uint32_t dst = peer_addr(xfer, 0) + 16 * ti;
-#pragma unroll
-          for (int h = 0; h < kHalves; ++h)
-#pragma unroll
-            for (int q4 = 0; q4 < kQuads; ++q4)
-              st_peer_v4(dst + 16 * (h * kQuads + q4) * kConsumerThreads, d[h][4 * q4], d[h][4 * q4 + 1],
-                         d[h][4 * q4 + 2], d[h][4 * q4 + 3]);
-          mbar_arrive_peer(peer_addr(xfull, 0));
-          continue;
-        }
-        mbar_wait_cluster(xfull, j & 1);
-        const float4* src = reinterpret_cast<const float4*>(hp_smem + (xfer - raw)) + ti;
-#pragma unroll
-        for (int h = 0; h < kHalves; ++h)
-#pragma unroll
-          for (int q4 = 0; q4 < kQuads; ++q4) {
-            const float4 v = src[(h * kQuads + q4) * kConsumerThreads];
-            d[h][4 * q4] += v.x, d[h][4 * q4 + 1] += v.y, d[h][4 * q4 + 2] += v.z, d[h][4 * q4 + 3] += v.w;
-          }
-        mbar_arrive_peer(peer_addr(xempty, 1));
-      }
+      if (kPingPong && i + gridDim.x < sched.count) bar_arrive(kOrderBar + (1 - c), 256);
 
       if (fix.ready != nullptr) {
         // In-kernel split-K (SliceSums): a tile's consumer threads (both warpgroups cooperative, one ping-pong),
@@ -1005,11 +896,6 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
       });
     }
     if (store_c && lane == 0) bulk_wait_all();  // the block's last writes have landed
-    if constexpr (kPairK) {
-      if (j == 0) cluster_wait();  // no tile: the barrier's phase all the same
-      // Block 1 stays until block 0 has read its last sums: no arrival of block 0 reaches it after it exits.
-      if (rank == 1 && j > 0) mbar_wait_cluster(xempty, (j - 1) & 1);
-    }
   }
 #else
   // Not compiled for sm_90a: the chooser never launches this (launch_hopper.cu: hopper_cannot_run).
