@@ -126,7 +126,8 @@ def test_rounds_take_the_median_of_medians(tmp_path, monkeypatch):
     monkeypatch.setattr(ab.common, "_bench_once", lambda *args: next(times))
     assert ab.common.bench(lambda: None, "cpu", rounds=3) == 2.0
     assert ab.common.bench(lambda: None, "cpu") == 1.0  # one round: the measurement itself
-    rc, data = run_ab(tmp_path, "--shapes", "8x8x8", "--dtypes", "fp32", "--rounds", "3", *FAST[1:])
+    rc, data = run_ab(tmp_path, "--shapes", "8x8x8", "--dtypes", "fp32", "--rounds", "3", "--warmup", "1", "--rep", "1",
+                      "--no-progress", "--device", "cpu")
     assert rc == 0 and data["meta"]["rounds"] == 3
     assert all(r["ms"] == 2.0 and r["cublas_ms"] == 2.0 for r in data["rows"] if r.get("ms"))
 

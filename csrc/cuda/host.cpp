@@ -6,11 +6,8 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
-#include <memory>
 #include <mutex>
 #include <sstream>
-#include <vector>
 
 #include "../gemm.h"
 #include "chooser.h"
@@ -20,36 +17,31 @@
 namespace tilelab {
 namespace {
 
-// Cached properties of CUDA device `index`: after the first query, one atomic load a call (no lock).
+// Cached properties of CUDA device `index`, queried once (std::call_once: after that, one atomic load a call).
 constexpr int kMaxDevices = 64;
 const DeviceInfo& device_info(int index) {
   TORCH_CHECK(index >= 0 && index < kMaxDevices, "tilelab: CUDA device index ", index, " out of range (at most ",
               kMaxDevices, " devices)");
-  static std::array<std::atomic<const DeviceInfo*>, kMaxDevices> known{};
-  if (const DeviceInfo* d = known[index].load(std::memory_order_acquire)) return *d;
-  static std::mutex mu;
-  static std::vector<std::unique_ptr<DeviceInfo>> cache(kMaxDevices);  // owns what `known` points to
-  std::lock_guard<std::mutex> lock(mu);
-  if (!cache[index]) {
+  static std::array<DeviceInfo, kMaxDevices> infos;
+  static std::array<std::once_flag, kMaxDevices> queried;
+  std::call_once(queried[index], [index] {
     const cudaDeviceProp* prop = at::cuda::getDeviceProperties(index);
-    auto d = std::make_unique<DeviceInfo>();
-    d->index = index;
-    d->name = prop->name;
-    d->sm = prop->major * 10 + prop->minor;
-    d->num_sms = prop->multiProcessorCount;
-    d->max_threads_per_block = prop->maxThreadsPerBlock;
-    d->max_smem_per_block = static_cast<int>(prop->sharedMemPerBlockOptin);
+    DeviceInfo& d = infos[index];
+    d.index = index;
+    d.name = prop->name;
+    d.sm = prop->major * 10 + prop->minor;
+    d.num_sms = prop->multiProcessorCount;
+    d.max_threads_per_block = prop->maxThreadsPerBlock;
+    d.max_smem_per_block = static_cast<int>(prop->sharedMemPerBlockOptin);
     int clock_khz = 0, bus_bits = 0;
     if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, index) == cudaSuccess &&
         cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, index) == cudaSuccess) {
-      d->mem_bytes_per_ns = 2.0 * clock_khz * 1e3 * (bus_bits / 8) / 1e9;  // double data rate
+      d.mem_bytes_per_ns = 2.0 * clock_khz * 1e3 * (bus_bits / 8) / 1e9;  // double data rate
     } else {
       (void)cudaGetLastError();  // unknown: the chooser assumes an H200's
     }
-    cache[index] = std::move(d);
-    known[index].store(cache[index].get(), std::memory_order_release);
-  }
-  return *cache[index];
+  });
+  return infos[index];
 }
 
 Choice choose_for(const GemmProblem& p, const DeviceInfo& d, std::optional<c10::string_view> variant,
