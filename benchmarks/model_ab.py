@@ -11,7 +11,8 @@ the row's `model` names it and its `note` says why (--fallback forces it).
 Routings, on the same module and weights: `cublas` (the untouched model), then
 `tilelab_torch.swap(model, fuse=False)` (every nn.Linear / Conv1D on tilelab) and
 `swap(model, fuse=True)` (also the known Linear+activation pairs fused into one
-kernel's epilogue), measured in that order, each undone by `unswap` before the next.
+kernel's epilogue, and the query/key/value projections of known attention blocks,
+Llama's among them, merged into one product), measured in that order, each undone by `unswap` before the next.
 Modes: `forward` (eval, no grad) and `train` (forward + backward + AdamW(foreach)
 step; the weights are restored from a snapshot and a fresh AdamW is made before each
 routing, so all routings start from the same parameters and share no optimizer
@@ -34,7 +35,9 @@ same inputs. --breakdown adds, per model config, every unique GEMM of a forward
 timed in isolation (act(F.linear) vs tiled_linear with the same bias and activation;
 forward and forward+backward), its count per step and its share of the step's GEMM time;
 with the train mode also the backward's two products alone (dx_*, dw_*: torch.mm vs
-tiled_mm in autograd's layouts, and the row the dispatcher picks for each).
+tiled_mm in autograd's layouts, and the row the dispatcher picks for each). The problems
+are each module's own (as swap(fuse=False) runs them); `merged` lists the projections
+swap(fuse=True) runs as one product, timed apart and merged on both sides.
 
 Examples:
     python benchmarks/model_ab.py                        # GPU: the default set (~4 min a round on an H200)
@@ -395,7 +398,9 @@ def breakdown(m: Model, x: Tensor, modes: list[str], args) -> dict:
     Returns {"problems": [...], "<side>_<fwd|train>_gemm_ms_per_step": sum of count x time}."""
     dev, rep = args.device, args.gemm_rep_ms
     out = []
-    for p in gemm_problems(m, x):
+    problems = gemm_problems(m, x)
+    rows = {name: p["M"] for p in problems for name in p["modules"]}  # each routed module's M
+    for p in problems:
         w, b, act = p.pop("_w"), p.pop("_b"), p["activation"]
         a = torch.randn(p["M"], p["K"], device=dev, dtype=w.dtype)
         e = tilelab_torch.explain(a, w.t())
@@ -436,7 +441,45 @@ def breakdown(m: Model, x: Tensor, modes: list[str], args) -> dict:
                     p[f"share_{what}_{side}"] = p[f"{side}_{what}_ms"] * p["count"] / total
     totals = {f"{side}_{what}_gemm_ms_per_step": sum(p[f"{side}_{what}_ms"] * p["count"] for p in out)
               for side in ("cublas", "tilelab") for what in ("fwd", "train") if f"{side}_{what}_ms" in out[0]}
-    return {"problems": sorted(out, key=lambda p: -p["share_fwd_tilelab"]), **totals}
+    return {"problems": sorted(out, key=lambda p: -p["share_fwd_tilelab"]), "merged": merged_products(m, rows, args),
+            **totals}
+
+
+def merged_products(m: Model, rows: dict, args) -> list[dict]:
+    """The projections swap(fuse=True) merges (MergedProjections), one entry per shape: the members'
+    products apart (what cuBLAS and swap(fuse=False) run) against the one merged product, forward.
+    rows: each module's M in the model's forward."""
+    groups: dict = {}
+    with routed(m.module, "swap(fuse=True)"):
+        found = {id(mod.merged): (name, mod.merged) for name, mod in m.module.named_modules()
+                 if isinstance(mod, tilelab_torch.TiledLinear) and mod.merged is not None}
+        for name, g in found.values():
+            prefix = name.rsplit(".", 1)[0] + "." if "." in name else ""
+            ws = [mm.weight.detach().clone() for mm in g.members]
+            bs = [mm.bias.detach().clone() for mm in g.members] if g.members[0].bias is not None else None
+            key = (rows.get(prefix + g.names[0]), tuple(w.shape[0] for w in ws), ws[0].shape[1], bs is not None)
+            if key[0] is None:  # not called in the forward
+                continue
+            e = groups.setdefault(key, {"M": key[0], "K": key[2], "parts": list(key[1]), "bias": key[3],
+                                        "count": 0, "modules": [], "_w": ws, "_b": bs})
+            e["count"] += 1
+            e["modules"].append("+".join(prefix + n for n in g.names))
+    out = []
+    for e in groups.values():
+        ws, bs = e.pop("_w"), e.pop("_b")
+        a = torch.randn(e["M"], e["K"], device=args.device, dtype=ws[0].dtype)
+        w, b = torch.cat(ws), (torch.cat(bs) if bs is not None else None)
+        bi = bs if bs is not None else [None] * len(ws)
+        rep = args.gemm_rep_ms
+        e.update(N=int(w.shape[0]), kernel=tilelab_torch.explain(a, w.t()).kernel)
+        with torch.no_grad():
+            for side, f in (("cublas", F.linear), ("tilelab", tilelab_torch.tiled_linear)):
+                e[f"{side}_apart_fwd_ms"] = common.bench(lambda: [f(a, wi, bj) for wi, bj in zip(ws, bi)],
+                                                         args.device, warmup_ms=10, rep_ms=rep)
+                e[f"{side}_merged_fwd_ms"] = common.bench(lambda: f(a, w, b), args.device, warmup_ms=10, rep_ms=rep)
+        e["ratio"] = e["cublas_apart_fwd_ms"] / e["tilelab_merged_fwd_ms"]
+        out.append(e)
+    return out
 
 
 # -------------------------------------------------------------------- main
@@ -451,7 +494,7 @@ def logit_check(m: Model, x: Tensor) -> dict:
             try:
                 with routed(m.module, r) as rep:
                     y = m.logits(x)
-                    counts = {k: len(getattr(rep, k)) for k in ("swapped", "fused", "left")}
+                    counts = {k: len(getattr(rep, k)) for k in ("swapped", "fused", "merged", "left")}
                 out[r] = {"max_abs_diff": (y.float() - ref.float()).abs().max().item(),
                           "bitwise_equal": torch.equal(y, ref), **counts}
                 del y
@@ -533,6 +576,14 @@ def print_breakdown(entry: dict) -> None:
         ("train ratio", "train_ratio", ".3f"), ("train share", "share_train_tilelab", ".1%"),
         ("dX ratio", "dx_ratio", ".3f"), ("dW ratio", "dw_ratio", ".3f"), ("dW kernel", "dw_kernel", ""),
         ("first module", "first_module", "")])
+    if entry.get("merged"):
+        print("\nMerged projections (swap(fuse=True); ratio = cuBLAS apart / tilelab merged):")
+        common.print_table([dict(e, parts="+".join(map(str, e["parts"])), first=e["modules"][0])
+                            for e in entry["merged"]], [
+            ("M", "M", "d"), ("K", "K", "d"), ("N", "parts", ""), ("x/step", "count", "d"), ("kernel", "kernel", ""),
+            ("cuBLAS apart", "cublas_apart_fwd_ms", ".4f"), ("cuBLAS merged", "cublas_merged_fwd_ms", ".4f"),
+            ("tilelab apart", "tilelab_apart_fwd_ms", ".4f"), ("tilelab merged", "tilelab_merged_fwd_ms", ".4f"),
+            ("ratio", "ratio", ".3f"), ("first", "first", "")])
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -87,6 +87,13 @@ def test_smoke_cpu(tmp_path):
                                                                                  "swap(fuse=True)"))
         assert sum(p["count"] for p in probs) == row["swapped"]  # each module runs once per forward
         assert sum(p["count"] for p in probs if p["op"] == "linear+act") == row["fused"]
+        # Llama's q/k/v projections run as one product a layer under swap(fuse=True): timed apart and merged
+        assert row["merged"] == (2 if b["model"] == "llama" else 0)
+        assert sum(e["count"] for e in b["merged"]) == row["merged"]
+        for e in b["merged"]:
+            assert e["N"] == sum(e["parts"]) and len(e["parts"]) == 3 and e["kernel"] == "cpu"
+            assert math.isclose(e["ratio"], e["cublas_apart_fwd_ms"] / e["tilelab_merged_fwd_ms"], rel_tol=1e-9)
+            assert all(e[f"{side}_{how}_fwd_ms"] > 0 for side in ("cublas", "tilelab") for how in ("apart", "merged"))
         assert len({(p["M"], p["K"], p["N"], p["activation"], p["weight_layout"], p["bias"]) for p in probs}) \
             == len(probs)
         for what in ("fwd", "train"):

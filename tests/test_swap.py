@@ -333,3 +333,238 @@ def test_compile_swapped_model():
     x.grad = None
     ref(x).sum().backward()
     torch.testing.assert_close(gx, x.grad, rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------ merged projections
+class BertSelfAttention(nn.Module):
+    """Named like transformers' BERT attention (MERGEABLE): query, key and value on one input."""
+
+    def __init__(self, d=16, kv=8, bias=True, dtype=torch.float64):
+        super().__init__()
+        self.query = nn.Linear(d, d, bias=bias, dtype=dtype)
+        self.key, self.value = nn.Linear(d, kv, bias=bias, dtype=dtype), nn.Linear(d, kv, bias=bias, dtype=dtype)
+
+    def forward(self, x):
+        q, k, v = self.query(x), self.key(x), self.value(x)
+        return q.sum(-1, keepdim=True) * k + v.exp()
+
+
+class ProductCount(torch.utils._python_dispatch.TorchDispatchMode):
+    """The tiled_linear calls below it, by output width."""
+
+    def __init__(self):
+        super().__init__()
+        self.widths = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.tilelab.tiled_linear.default:
+            self.widths.append(args[1].shape[0])
+        return func(*args, **(kwargs or {}))
+
+
+def merged_block(bias=True):
+    torch.manual_seed(0)
+    block = BertSelfAttention(bias=bias)
+    ref = copy.deepcopy(block)
+    report = swap(block)
+    assert report.merged == [("query", "key", "value")] and report.left == []
+    return block, ref
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+def test_merged_projections_one_product(bias):
+    block, ref = merged_block(bias)
+    q, k, v = block.query, block.key, block.value
+    assert q.merged is k.merged is v.merged and "merged=query+key+value" in repr(k)
+    # one buffer: key's weight starts where query's ends, and so on
+    assert k.weight.data_ptr() == q.weight.data_ptr() + q.weight.numel() * 8
+    assert v.weight.data_ptr() == k.weight.data_ptr() + k.weight.numel() * 8
+    if bias:
+        assert v.bias.data_ptr() == k.bias.data_ptr() + 8 * 8
+    x = torch.randn(3, 5, 16, dtype=torch.float64)
+    with ProductCount() as count:
+        y = block(x)
+    assert count.widths == [32]  # 16 + 8 + 8 in one call
+    torch.testing.assert_close(y, ref(x))
+    # another input in between, or the input modified: the call computes every member's output anew
+    x2 = x + 1
+    with ProductCount() as count, torch.no_grad():
+        torch.testing.assert_close(q(x), ref.query(x))
+        torch.testing.assert_close(k(x2), ref.key(x2))
+        x.mul_(2)
+        torch.testing.assert_close(v(x), ref.value(x))
+        torch.testing.assert_close(k(x), ref.key(x))  # kept by the call before
+    assert count.widths == [32, 32, 32]
+    with ProductCount() as count, torch.no_grad():  # out of order, twice
+        torch.testing.assert_close(v(x), ref.value(x))
+        torch.testing.assert_close(v(x), ref.value(x))
+        torch.testing.assert_close(q(x), ref.query(x))
+    assert count.widths == [32, 32]
+    # a kept output is not handed out in another grad mode
+    with ProductCount() as count:
+        with torch.no_grad():
+            q(x)
+        assert k(x.requires_grad_()).grad_fn is not None
+    assert count.widths == [32, 32]
+
+
+def test_merged_projections_gradients():
+    block, ref = merged_block()
+    x = torch.randn(4, 3, 16, dtype=torch.float64, requires_grad=True)
+    block(x).square().sum().backward()
+    gx = x.grad.clone()
+    x.grad = None
+    ref(x).square().sum().backward()
+    torch.testing.assert_close(gx, x.grad)
+    for (name, p), r in zip(block.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, r.grad, msg=lambda m: f"{name}: {m}")
+    # the merged product itself: gradients and second derivatives of every input, as torch computes them
+    params = [m.weight for m in (block.query, block.key, block.value)] + [m.bias for m in (block.query, block.key,
+                                                                                          block.value)]
+    wb = block.query.merged.weights()  # views of params' buffers: they see gradcheck's perturbations
+    f = lambda x, *ps: tilelab_torch.nn._MergedProduct.apply(x, wb, None, None, 3, *ps)  # noqa: E731
+    xs = torch.randn(5, 16, dtype=torch.float64, requires_grad=True)
+    torch.autograd.gradcheck(f, (xs, *params))
+    torch.autograd.gradgradcheck(f, (xs, *params))
+    # only some inputs needing a gradient: the others get none
+    for b in (block, ref):
+        b.zero_grad(set_to_none=True)
+        b.key.weight.requires_grad_(False)
+        b(xs.detach()).sum().backward()
+    assert block.key.weight.grad is None and block.value.weight.grad is not None
+    for (name, p), r in zip(block.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, r.grad, msg=lambda m: f"{name}: {m}")
+
+
+def test_merged_projections_fall_back():
+    block, ref = merged_block()
+    x = torch.randn(3, 16, dtype=torch.float64)
+    # weights no longer back to back (a copy of the model; .data replaced): each computes its own
+    twin = copy.deepcopy(block)
+    block.key.weight.data = block.key.weight.data.clone()
+    for b in (block, twin):
+        with ProductCount() as count, torch.no_grad():
+            torch.testing.assert_close(b(x), ref(x))
+        assert count.widths in ([16, 8, 8], [32]), count.widths
+    with ProductCount() as count, torch.no_grad():
+        block(x)
+    assert count.widths == [16, 8, 8]
+    # under torch.compile (fullgraph traces through: each member alone)
+    torch._dynamo.reset()
+    block2, ref2 = merged_block()
+    f = torch.compile(block2, fullgraph=True, backend="aot_eager")
+    torch.testing.assert_close(f(x), ref2(x))
+
+
+def test_merged_projections_left_and_unswap():
+    torch.manual_seed(0)
+    block = BertSelfAttention(bias=True, dtype=torch.float32)
+    block.value.bias = None
+    report = swap(block)
+    assert report.merged == [] and [n for n, _ in report.left] == ["query"]
+    assert "having a bias" in report.left[0][1]
+    block, ref = merged_block()
+    buf = block.query.weight.data_ptr()
+    params = list(block.parameters())
+    assert unswap(block) == 3
+    assert list(block.parameters()) == params  # the same Parameter objects, each in a buffer of its own again
+    assert block.key.weight.data_ptr() != buf + 16 * 16 * 8 and type(block.key) is nn.Linear
+    x = torch.randn(2, 16, dtype=torch.float64)
+    torch.testing.assert_close(block(x), ref(x))
+    assert "merged 1 groups" in str(swap(block))
+
+
+@needs_transformers
+@pytest.mark.parametrize("kind", ["llama", "qwen2", "bert"])
+def test_transformers_projections_merged(kind):
+    torch.manual_seed(0)
+    if kind == "bert":
+        cfg = transformers.BertConfig(num_hidden_layers=2, hidden_size=32, intermediate_size=64, num_attention_heads=4,
+                                      vocab_size=100, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        model, prefix, names = transformers.BertModel(cfg), "encoder.layer.{i}.attention.self.", ("query", "key",
+                                                                                                  "value")
+    else:
+        cls = {"llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
+               "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM)}[kind]
+        cfg = cls[0](num_hidden_layers=2, hidden_size=64, intermediate_size=96, num_attention_heads=4,
+                     num_key_value_heads=2, vocab_size=100, bos_token_id=0, eos_token_id=0)
+        model, prefix, names = cls[1](cfg), "model.layers.{i}.self_attn.", ("q_proj", "k_proj", "v_proj")
+    model.eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.normal_(0, 0.1)
+    out = (lambda m: m(ids()).last_hidden_state) if kind == "bert" else (lambda m: m(ids()).logits)
+    with torch.no_grad():
+        ref = out(model)
+    report = swap(model, sample=ids())
+    assert report.merged == [tuple(prefix.format(i=i) + n for n in names) for i in range(2)]
+    with ProductCount() as count, torch.no_grad():
+        torch.testing.assert_close(out(model), ref, rtol=1e-5, atol=1e-5)
+    # the products' widths in call order: one merged q/k/v product a layer (q 64 + k 32 + v 32 wide)
+    layer = [96, 32, 64, 32] if kind == "bert" else [128, 64, 96, 96, 64]
+    assert count.widths == 2 * layer + ([32] if kind == "bert" else [100])  # BERT's pooler, the lm_head
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_merged_projections_on_device(device, dtype):
+    """The merged product on the device's kernels (an odd token count, widths that are not tile multiples):
+    each projection's output and every gradient as torch computes them with the projections apart."""
+    torch.manual_seed(0)
+    block = BertSelfAttention(d=200, kv=72, dtype=dtype).to(device)
+    ref = copy.deepcopy(block)
+    assert swap(block).merged == [("query", "key", "value")]
+    names = ("query", "key", "value")
+    x = torch.randn(2, 61, 200, device=device, dtype=dtype, requires_grad=True)
+    gys = [torch.randn(2, 61, n, device=device, dtype=dtype) for n in (200, 72, 72)]
+    tol = dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else dict(rtol=1e-4, atol=1e-4)
+    grads = []
+    for b in (block, ref):
+        with ProductCount() as count:
+            ys = [getattr(b, n)(x) for n in names]
+        assert count.widths == ([344] if b is block else [])
+        sum((y.float() * g.float()).sum() for y, g in zip(ys, gys)).backward()
+        grads.append([x.grad] + [p.grad for p in b.parameters()])
+        x.grad = None
+        if b is block:
+            outs = ys
+    for y, r in zip(outs, ys):
+        torch.testing.assert_close(y, r, **tol)
+    for g, r in zip(*grads):
+        scale = float(r.abs().max())
+        torch.testing.assert_close(g / scale, r / scale, **tol)
+
+
+def test_merged_projections_adjacent_is_not_one_buffer():
+    """Weights in separate buffers side by side in memory (as CUDA's caching allocator places them) are
+    copied into one; weights already in one buffer, back to back, are used where they are."""
+    torch.manual_seed(0)
+    block = BertSelfAttention(d=4, kv=4)
+    mem = bytearray(8 * 48)
+    separate = [torch.frombuffer(mem, dtype=torch.float64, count=16, offset=128 * i).view(4, 4) for i in range(3)]
+    assert separate[1].data_ptr() == separate[0].data_ptr() + 128  # adjacent addresses, three storages
+    assert tilelab_torch.nn._back_to_back(separate) is None
+    buf = torch.randn(48 + 12, dtype=torch.float64)
+    for i, m in enumerate((block.query, block.key, block.value)):
+        m.weight.data = buf[16 * i:16 * (i + 1)].view(4, 4)
+        m.bias.data = buf[48 + 4 * i:48 + 4 * (i + 1)]
+    assert tilelab_torch.nn._back_to_back([block.query.weight, block.key.weight, block.value.weight]) is not None
+    ref = copy.deepcopy(block)
+    assert swap(block).merged == [("query", "key", "value")]
+    assert block.key.weight.data_ptr() == buf.data_ptr() + 16 * 8  # already one buffer: no copy
+    x = torch.randn(3, 4, dtype=torch.float64)
+    torch.testing.assert_close(block(x), ref(x))
+
+
+def test_merged_projections_weights_modified_between_calls():
+    """A kept output is not handed out once any merged parameter changed in place after it was computed."""
+    block, ref = merged_block()
+    x = torch.randn(3, 16, dtype=torch.float64)
+    with torch.no_grad():
+        block.query(x)
+        block.value.weight.add_(1.0)
+        ref.value.weight.add_(1.0)
+        with ProductCount() as count:
+            torch.testing.assert_close(block.value(x), ref.value(x))
+    assert count.widths == [32]

@@ -1,6 +1,6 @@
 """Drop tilelab under model code: swap/unswap, TiledLinear, TiledConv1D and use_tiled.
 
-    report = swap(model)                  # nn.Linear, Conv1D -> tilelab, Linear+GELU/SiLU fused, in place
+    report = swap(model)                  # nn.Linear, Conv1D -> tilelab, Linear+GELU/SiLU fused, q/k/v merged
     print(report)                         # what was swapped, fused and left alone (and why)
     unswap(model)                         # the original modules back
     with use_tiled() as mode:             # torch.matmul/mm/bmm/addmm/F.linear/@ -> tilelab
@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import warnings
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional
 
@@ -61,6 +62,8 @@ class TiledLinear(nn.Linear):
         super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
         _check_activation(activation)
         self.variant, self.tile, self.activation = variant, tile, activation
+        #: The :class:`MergedProjections` this layer belongs to (set by :func:`swap`), or None.
+        self.merged: Optional[MergedProjections] = None
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, *, variant: Optional[str] = None, tile: Optional[int] = None,
@@ -74,11 +77,16 @@ class TiledLinear(nn.Linear):
         return m
 
     def forward(self, x: Tensor) -> Tensor:
+        if self.merged is not None:
+            y = self.merged.output(self, x)
+            if y is not None:
+                return y
         return torch.ops.tilelab.tiled_linear.default(x, self.weight, self.bias, activation=self.activation,
                                                       variant=self.variant, tile=self.tile)
 
     def extra_repr(self) -> str:
-        return super().extra_repr() + _options_repr(self)
+        merged = f", merged={'+'.join(self.merged.names)}" if self.merged is not None else ""
+        return super().extra_repr() + _options_repr(self) + merged
 
 
 class TiledConv1D(nn.Module):
@@ -127,6 +135,136 @@ class FusedActivation(nn.Identity):
         return f"fused into {self.fused_into} as {self.activation!r}"
 
 
+# ------------------------------------------------------ merged projections
+def _back_to_back(ts: list[Tensor]) -> Optional[Tensor]:
+    """``torch.cat(ts)`` as a view, without a copy, when the tensors lie back to back in one
+    buffer (contiguous, one dtype and device, each starting where the one before ends); else None.
+    One buffer, not merely adjacent addresses: the caching allocator places separate tensors side by side."""
+    t0 = ts[0]
+    storage, end = t0.untyped_storage().data_ptr(), t0.storage_offset()
+    for t in ts:
+        if (t.dtype != t0.dtype or t.device != t0.device or t.shape[1:] != t0.shape[1:] or not t.is_contiguous()
+                or t.untyped_storage().data_ptr() != storage or t.storage_offset() != end):
+            return None
+        end += t.numel()
+    rows = sum(t.shape[0] for t in ts)
+    return t0.detach().as_strided((rows, *t0.shape[1:]), t0.stride(), t0.storage_offset())
+
+
+class _MergedProduct(torch.autograd.Function):
+    """``F.linear(x, cat(weights), cat(biases))`` for weights (and biases) that lie back to back
+    (one tiled_linear call on the view), with each weight's and bias's own gradient."""
+
+    @staticmethod
+    def forward(ctx, x, merged, variant, tile, n, *params):
+        """``merged``: the (weight, bias) views of ``params`` (the n weights, then the n biases or none)."""
+        ws = params[:n]
+        ctx.save_for_backward(x, *ws)
+        ctx.options, ctx.n, ctx.has_bias = (variant, tile), n, len(params) > n
+        return torch.ops.tilelab.tiled_linear.default(x, merged[0], merged[1], variant=variant, tile=tile)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, *ws = ctx.saved_tensors
+        variant, tile = ctx.options
+        sizes = [w.shape[0] for w in ws]
+        mm = torch.ops.tilelab.tiled_mm.default
+        dy2, x2 = dy.reshape(-1, dy.shape[-1]), x.reshape(-1, x.shape[-1])
+        need = ctx.needs_input_grad
+        dx = dws = dbs = None
+        if need[0]:
+            # Double backward (create_graph) needs W as a function of the weights: a copy, then.
+            w = torch.cat(ws) if torch.is_grad_enabled() else _back_to_back(ws)
+            dx = mm(dy2, w, variant=variant, tile=tile).reshape(x.shape)
+        if any(need[5:5 + ctx.n]):
+            dws = mm(dy2.t(), x2, variant=variant, tile=tile).split(sizes)
+        if ctx.has_bias and any(need[5 + ctx.n:]):
+            dbs = dy2.sum(0).split(sizes)
+        return (dx, None, None, None, None, *(dws or [None] * ctx.n),
+                *((dbs or [None] * ctx.n) if ctx.has_bias else ()))
+
+
+class MergedProjections:
+    """Linear layers of one block that read the same input (:data:`MERGEABLE`: an attention
+    block's query, key and value projections), computed as one product.
+
+    :func:`swap` lays their weights (and biases) back to back in one buffer (each Parameter
+    object stays, now a view of it), so the product with all of them is one ``tiled_linear``
+    call on ``N = sum of their outputs``: one launch where there were three, and, for few
+    tokens, enough tiles to fill the GPU. The first member called on an input computes every
+    member's output (column slices of one result) and keeps the others' for their own calls
+    on that same input: the same tensor object, not modified since, in the same grad mode,
+    weights unchanged. Any other call computes just that member. Under ``torch.compile``,
+    under autocast, or when the weights no longer lie back to back (e.g. after ``model.to()``),
+    each member computes its own output.
+    """
+
+    def __init__(self, names: list[str], members: list[TiledLinear]):
+        self.names, self.members = list(names), list(members)
+        self.index = {id(m): i for i, m in enumerate(self.members)}
+        self.sizes = [m.out_features for m in self.members]
+        # (weakref to the input, its version, the parameters' versions, grad mode, {member index: output})
+        self.pending: Optional[tuple] = None
+        # (the parameters' addresses and shapes, their merged views): the views hold the buffers, so an
+        # address seen again is the same buffer
+        self.views: Optional[tuple] = None
+
+    def __getstate__(self) -> dict:  # copy.deepcopy, pickle: without the outputs in flight and the views
+        return {**self.__dict__, "pending": None, "views": None, "index": None}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.index = {id(m): i for i, m in enumerate(self.members)}
+
+    def params(self) -> list[Tensor]:
+        """The members' weights, then their biases (if they have them)."""
+        ms = self.members
+        return [m.weight for m in ms] + ([m.bias for m in ms] if ms[0].bias is not None else [])
+
+    def weights(self) -> Optional[tuple[Tensor, Optional[Tensor]]]:
+        """The merged (weight, bias) as views of the members' buffers, or None if not back to back."""
+        key = tuple((t.data_ptr(), t.shape) for t in self.params())
+        if self.views is not None and self.views[0] == key:
+            return self.views[1]
+        self.views = None
+        w = _back_to_back([m.weight for m in self.members])
+        if w is None:
+            return None
+        b = _back_to_back([m.bias for m in self.members]) if self.members[0].bias is not None else None
+        if b is None and self.members[0].bias is not None:
+            return None
+        self.views = (key, (w, b))
+        return w, b
+
+    def output(self, member: TiledLinear, x: Tensor) -> Optional[Tensor]:
+        """``member(x)``: kept from the merged product, or computed with the others'; None: compute it alone."""
+        i = self.index[id(member)]
+        grad = torch.is_grad_enabled()
+        params = self.params()
+        versions = tuple(t._version for t in params)
+        p = self.pending
+        if p is not None and p[0]() is x and p[1] == x._version and p[2] == versions and p[3] == grad \
+                and i in p[4]:
+            y = p[4].pop(i)
+            if not p[4]:
+                self.pending = None
+            return y
+        if not isinstance(x, Tensor) or torch.compiler.is_compiling() or torch.is_autocast_enabled(x.device.type):
+            return None
+        wb = self.weights()
+        if wb is None or x.dtype != wb[0].dtype or x.device != wb[0].device:
+            return None
+        m0 = self.members[0]
+        if grad and (x.requires_grad or any(t.requires_grad for t in params)):
+            y = _MergedProduct.apply(x, wb, m0.variant, m0.tile, len(self.members), *params)
+        else:
+            y = torch.ops.tilelab.tiled_linear.default(x, wb[0], wb[1], variant=m0.variant, tile=m0.tile)
+        outs = dict(enumerate(y.split(self.sizes, dim=-1)))
+        y = outs.pop(i)
+        self.pending = (weakref.ref(x), x._version, versions, grad, outs)
+        return y
+
+
 # ---------------------------------------------------------------- swap / unswap
 #: Known MLP blocks, by class name: (the linear layer, the activation applied to
 #: its output and to nothing else). The activation can run in that layer's epilogue.
@@ -137,6 +275,15 @@ FUSABLE: dict[str, tuple[str, str]] = {
     # transformers' gated MLPs: down_proj(act_fn(gate_proj(x)) * up_proj(x))
     **{name: ("gate_proj", "act_fn") for name in (
         "LlamaMLP", "MistralMLP", "Qwen2MLP", "Qwen3MLP", "GemmaMLP", "Gemma2MLP", "Olmo2MLP", "GraniteMLP")},
+}
+
+#: Known attention blocks, by class name: the linear layers the block calls one after the
+#: other on the same input (its query, key and value projections). With ``fuse``, swap runs
+#: them as one product (:class:`MergedProjections`).
+MERGEABLE: dict[str, tuple[str, ...]] = {
+    **{name: ("q_proj", "k_proj", "v_proj") for name in (
+        "LlamaAttention", "MistralAttention", "Qwen2Attention", "Qwen3Attention")},
+    "BertSelfAttention": ("query", "key", "value"),
 }
 
 #: Activation modules by class name -> the tiled_linear activation they compute
@@ -165,17 +312,20 @@ TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
 @dataclass
 class SwapReport:
     """What :func:`swap` did. ``swapped``: qualified names of the replaced modules;
-    ``fused``: ``(linear layer, activation)`` pairs; ``left``: ``(name, reason)`` for
-    linear-like modules and activations it left as they were."""
+    ``fused``: ``(linear layer, activation)`` pairs; ``merged``: the groups of linear
+    layers that run as one product (:class:`MergedProjections`); ``left``: ``(name, reason)``
+    for linear-like modules, activations and groups it left as they were."""
 
     swapped: list[str] = field(default_factory=list)
     fused: list[tuple[str, str]] = field(default_factory=list)
+    merged: list[tuple[str, ...]] = field(default_factory=list)
     left: list[tuple[str, str]] = field(default_factory=list)
 
     def __str__(self) -> str:
         acts = collections.Counter(a for _, a in self.fused)
         s = (f"swapped {len(self.swapped)} modules, fused {len(self.fused)} activations"
              + (" (" + ", ".join(f"{a} x{n}" for a, n in acts.items()) + ")" if acts else "")
+             + (f", merged {len(self.merged)} groups" if self.merged else "")
              + f", left {len(self.left)}")
         return "\n  ".join([s] + [f"left {name or '<root>'}: {why}" for name, why in self.left])
 
@@ -360,6 +510,44 @@ def _fuse(block: nn.Module, lin_attr: str, act_attr: str, whole: bool) -> tuple[
     return activation, ""
 
 
+def _merge(block: nn.Module, names: tuple[str, ...]) -> tuple[bool, str]:
+    """Run ``block``'s swapped linear layers ``names`` as one product (:class:`MergedProjections`),
+    in place, if they can and the outputs stay the same on a probe. Returns (merged, why not)
+    ("" if merged already)."""
+    members = [getattr(block, n, None) for n in names]
+    if any(isinstance(m, TiledLinear) and m.merged is not None for m in members):
+        return False, ""
+    if not all(isinstance(m, TiledLinear) and m.activation is None for m in members):
+        return False, "not all of " + ", ".join(names) + " are swapped linear layers without an activation"
+    w0 = members[0].weight
+    if (len({id(m.weight) for m in members}) < len(members)
+            or any(m.in_features != members[0].in_features or m.weight.dtype != w0.dtype
+                   or m.weight.device != w0.device or (m.bias is None) != (members[0].bias is None)
+                   for m in members)):
+        return False, "their weights are shared, or differ in input width, dtype, device or having a bias"
+    if w0.device.type == "meta":
+        return False, "meta tensors: the merge cannot be checked"
+    x = _probe(5, members[0].in_features, w0)
+    with torch.no_grad():
+        ref = [m(x) for m in members]
+        biases = [m.bias for m in members] if members[0].bias is not None else []
+        for params in ([m.weight for m in members], biases):
+            if params and _back_to_back(params) is None:  # one buffer, each Parameter a view of it
+                for p, v in zip(params, torch.cat([p.detach() for p in params]).split(
+                        [p.shape[0] for p in params])):
+                    p.data = v
+        group = MergedProjections(list(names), members)
+        for m in members:
+            m.merged = group
+        for name, m, r in zip(names, members, ref):
+            why = _mismatch(m(x), r, None, None)
+            if why is not None:
+                for mm in members:
+                    mm.merged = None
+                return False, f"merging changes {name}'s output: {why}"
+    return True, ""
+
+
 def swap(model: nn.Module, *, fuse: bool = True, variant: Optional[str] = None, tile: Optional[int] = None,
          sample: Any = None, rtol: Optional[float] = None, atol: Optional[float] = None) -> SwapReport:
     """Put tilelab under ``model``, in place: the fast path (no per-call Python beyond each module's forward).
@@ -374,7 +562,11 @@ def swap(model: nn.Module, *, fuse: bool = True, variant: Optional[str] = None, 
       layer when it is one tilelab computes (:data:`ACTIVATION_CLASSES`, checked on
       a probe tensor) and the block's output stays the same on a probe input; the
       activation's place holds a :class:`FusedActivation` (identity). Activations of
-      known blocks that are not fused are reported in ``left``.
+      known blocks that are not fused are reported in ``left``. Also with ``fuse``, the
+      query, key and value projections of a known attention block (:data:`MERGEABLE`:
+      Llama, Mistral, Qwen2/3, BERT) run as one product on their weights laid back to back
+      in one buffer (:class:`MergedProjections`; each Parameter object stays, as a view of
+      that buffer, until :func:`unswap`).
     - state_dict keys do not change.
     - ``variant``/``tile`` force a kernel for every swapped module, as for :func:`tiled_mm`.
     - ``sample`` (a tensor, a tuple of positional inputs or a dict of keyword inputs):
@@ -431,6 +623,13 @@ def swap(model: nn.Module, *, fuse: bool = True, variant: Optional[str] = None, 
                     report.fused.append((prefix + lin_attr, activation))
                 elif why:
                     report.left.append((prefix + act_attr, why))
+            names = MERGEABLE.get(type(module).__name__)
+            if names is not None:
+                merged, why = _merge(module, names)
+                if merged:
+                    report.merged.append(tuple(prefix + n for n in names))
+                elif why:
+                    report.left.append((prefix + names[0], why))
     if sample is not None:
         with _evaluating(model):
             why = _mismatch(_call(model, sample), ref, rtol, atol)
@@ -444,7 +643,8 @@ def swap(model: nn.Module, *, fuse: bool = True, variant: Optional[str] = None, 
 def unswap(model: nn.Module) -> int:
     """Put back the modules :func:`swap` replaced (the original objects), in place.
 
-    The originals get the replacements' current parameters and training mode.
+    The originals get the replacements' current parameters and training mode; the
+    parameters of merged projections get buffers of their own again (a copy).
     Returns how many modules it restored: the swapped layers plus the fused
     activations (``len(report.swapped) + len(report.fused)``).
     """
@@ -454,6 +654,13 @@ def unswap(model: nn.Module) -> int:
             original = child.__dict__.get(_ORIGINAL)
             if original is None:
                 continue
+            if isinstance(child, TiledLinear) and child.merged is not None:
+                with torch.no_grad():
+                    for p in (child.weight, child.bias):
+                        if p is not None:
+                            p.data = p.data.clone()
+                child.merged.pending = child.merged.views = None
+                child.merged = None
             if isinstance(child, (TiledLinear, TiledConv1D)):
                 original.weight, original.bias = child.weight, child.bias
             original.train(child.training)
