@@ -40,13 +40,48 @@ def test_pingpong_for_projection_k(operands, M, K, N):
 
 @pytest.mark.parametrize("operands", [mm, linear], ids=["mm", "linear"])
 def test_pingpong_for_a_mostly_idle_256_wave(operands):
-    """ViT-B/16 at batch 8 (1576 tokens), fc1 and its dX (N = 3072, K = 768): 156 tiles of 128x256
-    are 1.18 waves on 132 SMs, 312 of 128x128 need 384 columns an SM against 512: ping-pong."""
-    e = explain_described(*operands(1576, 768, 3072), **H200)
-    assert e.kernel == "hopper_pingpong_128x128x64" and "mostly idle" in e.reason, e
-    assert "384 columns an SM with 128x128 vs 512" in e.reason, e
+    """ViT-B/16 at batch 8 (1576 tokens), fc1's dX (N = 3072, K = 768, B row-major): 156 tiles of
+    128x256 are 1.18 waves on 132 SMs, 312 of 128x128 need 384 columns an SM against 512: ping-pong
+    (x @ W.t() there takes 128x160 tiles: the next test)."""
+    if operands is mm:
+        e = explain_described(*operands(1576, 768, 3072), **H200)
+        assert e.kernel == "hopper_pingpong_128x128x64" and "mostly idle" in e.reason, e
+        assert "384 columns an SM with 128x128 vs 512" in e.reason, e
     # Equal columns either way (234 tiles of 128x128, 117 of 128x256): 128x256 stays.
     assert explain_described(*operands(1576, 768, 2304), **H200).kernel == "hopper_128x256x64"
+    # 3136 tokens into 3072 columns: 300 tiles of 128x256 are 2.27 waves, the last 27% full, 640 columns an SM
+    # on 128x128 against 768: ping-pong for x @ W.t() over K <= 1024; 128x256 over longer K or other layouts.
+    e = explain_described(*operands(3136, 768, 3072), **H100)
+    assert e.kernel == ("hopper_pingpong_128x128x64" if operands is linear else "hopper_128x256x64"), e
+    assert explain_described(*operands(1576, 2048, 6144), **H100).kernel == "hopper_128x256x64"
+
+
+@pytest.mark.parametrize("M,K,N,cols", [(1576, 768, 3072, 320), (1024, 768, 2304, 160)])
+def test_128x160_for_x_wt(M, K, N, cols):
+    """x @ W.t() over a short K where 128x160 tiles need at most 90% of the columns an SM of every
+    other 128-row tiling (ViT-B/16's fc1 at batch 8: 260 tiles in 2 rounds, 320 columns against 384)."""
+    e = explain_described(*linear(M, K, N), **H100)
+    assert e.kernel == "hopper_128x160x64" and f"{cols} columns an SM" in e.reason, e
+    # Not into 768 columns (where it lost to 128x192), not for a row-major B (the weight gradients' note).
+    assert explain_described(*linear(3136, 768, 768), **H100).kernel != "hopper_128x160x64"
+    assert explain_described(*mm(M, K, N), **H100).kernel != "hopper_128x160x64"
+
+
+@pytest.mark.parametrize("M", [17, 64, 128, 512])
+def test_swap_ab_into_unaligned_rows(M):
+    """Up to 512 rows of x @ W.t() into rows that are not 16-byte aligned (GPT-2's lm_head, N = 50257):
+    the swap-AB row, whose stores run along C's rows."""
+    e = explain_described(*linear(M, 768, 50257), **H100)
+    assert e.kernel == "hopper_swap_72x128x64" and "not 16-byte aligned" in e.reason, e
+    assert explain_described(*linear(M, 768, 50256), **H100).kernel != "hopper_swap_72x128x64"  # aligned
+    assert explain_described(*mm(M, 768, 50257), **H100).kernel != "hopper_swap_72x128x64"  # B row-major
+    assert explain_described(*linear(1024, 768, 50257), **H100).kernel != "hopper_swap_72x128x64"
+
+
+def test_192x192_counts_the_rows_it_computes():
+    """A 192-row tile over 128 rows computes 64 rows of zeros: at 128 tokens a wave of 128-row tiles
+    wins (128x768x50256: 262 tiles of 192x192 in 2 rounds against 2 rounds of 128x192)."""
+    assert explain_described(*linear(128, 768, 50256), **H100).kernel != "hopper_m192_192x192x64"
 
 
 def test_pingpong_for_attention_context():

@@ -26,7 +26,8 @@ namespace tilelab {
 namespace {
 
 constexpr int kHopper256 = row_index("hopper_128x256x64"), kHopper128 = row_index("hopper_128x128x64");
-constexpr int kHopper192 = row_index("hopper_128x192x64"), kHopper64 = row_index("hopper_128x64x64"),
+constexpr int kHopper192 = row_index("hopper_128x192x64"), kHopper160 = row_index("hopper_128x160x64"),
+              kHopper64 = row_index("hopper_128x64x64"),
               kHopper96 = row_index("hopper_128x96x64"), kHopperSwap = row_index("hopper_swap_72x128x64");
 constexpr int kHopperPingPong = row_index("hopper_pingpong_128x128x64"), kHopperM64 = row_index("hopper_m64_64x64x64"),
               kHopperM64x96 = row_index("hopper_m64_64x96x64"), kHopperM192 = row_index("hopper_m192_192x192x64");
@@ -555,11 +556,25 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
                             "for hopper_m64_64x96x64, 64x14336x4096 0.036 vs 0.048, 32x4096x4096 0.013 vs 0.016)");
       if (ch.cfg) return ch;
     }
+    // Up to 512 rows into an output whose rows are not 16-byte aligned (N = 50257: GPT-2's lm_head), x @ W.t():
+    // no row takes the TMA store there, and the swap-AB row's register stores run along C's rows (its tile's
+    // columns are C's rows), where the others' lanes write 4-byte pairs across rows (H100, bf16, kernel
+    // durations, W cold in L2: 128x768x50257 0.0434 ms vs 0.0645 for hopper_pingpong_128x128x64 and 0.0558 for
+    // hopper_m64_64x96x64; 64x768x50257 0.0345 vs 0.0387 for hopper_m64_64x64x64; 512x768x50257 0.141 vs
+    // 0.176; 128x2048x32001 0.0620 vs 0.0662; cuBLAS 0.128, 0.153, 0.415, 0.165. With the rows aligned, 128x768x50256:
+    // 0.0361 vs 0.0344 for hopper_pingpong_128x128x64).
+    if (half && p.a.k_contiguous && p.b.k_contiguous && p.M > 16 && p.M <= 512 && p.sc_m % 8 != 0) {
+      ch = pick(kHopperSwap, "sm_90, up to 512 rows of x @ W.t() into rows that are not 16-byte aligned: swap-AB "
+                             "tiles, whose stores run along C's rows (H100, bf16, kernel durations: 128x768x50257 "
+                             "0.0434 ms vs 0.0645 for hopper_pingpong_128x128x64, 512x768x50257 0.141 vs 0.176 for "
+                             "hopper_128x256x64; cuBLAS 0.128 and 0.415)");
+      if (ch.cfg) return ch;
+    }
     // The last wave: an SM's work is its rounds of tiles times the columns a tile computes, for the
     // 128-row tilings 128, 192 and 256 wide. Where 192 needs at most 90% of the others' (N = 768:
     // 1 round of 192 against 2 of 128 or 1 of 256 at M = 4096), its fuller last wave wins.
-    // (hopper_128x160x64 is not a candidate: on 3072 x 768 weight gradients it beats 128x192 on an H200
-    // and loses to it on an H100, which this rule cannot tell apart; tune() picks it per GPU.)
+    // (hopper_128x160x64 is a candidate only for x @ W.t() below: on 3072 x 768 weight gradients it beats 128x192
+    // on an H200 and loses to it on an H100, which this rule cannot tell apart; tune() picks it per GPU.)
     const auto rounds = [&](int bm, int bn) { return (tiles(p, bm, bn) + sms - 1) / sms; };  // of tiles on the SMs
     const auto work = [&](int bn) { return rounds(128, bn) * std::min<int64_t>(bn, p.N); };
     const int64_t w128 = work(128), w192 = work(192), w256 = work(256);
@@ -574,8 +589,10 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // 0.436 ms against 0.396, H100, mm).
     const KernelConfig& m192 = kConfigs[half ? kHopperM192 : kHopperTf32M192];
     const int64_t t192 = tiles(p, m192.bm, m192.bn), r192 = (t192 + sms - 1) / sms;
-    const int64_t o192 = r192 * std::min<int64_t>(m192.bm, p.M) * std::min<int64_t>(m192.bn, p.N);
-    const int64_t o128 = (half ? std::min(w192, w256) : std::min(w128, w256)) * std::min<int64_t>(128, p.M);
+    // Rows an SM computes, not stores: a 192-row tile over M = 128 computes 64 rows of zeros (GPT-2's lm_head at
+    // 128 tokens, 128x768x50257: 71.4 us a call against 50.3 on hopper_swap_72x128x64, H100, tune()).
+    const int64_t o192 = r192 * m192.bm * std::min<int64_t>(m192.bn, p.N);
+    const int64_t o128 = (half ? std::min(w192, w256) : std::min(w128, w256)) * 128;
     if (t192 >= sms && o192 <= o128) {
       std::ostringstream why;
       why << "sm_90, " << (half ? "" : "TF32, ") << "192x192 tiles in " << r192 << " round(s) on " << sms
@@ -610,6 +627,25 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
       ch = pick(half ? kHopperM192 : kHopperTf32M192, why.str());
       if (ch.cfg) return ch;
     }
+    // 128x160 tiles for x @ W.t() (both operands k-contiguous) over a short K into at least 2048 columns, where
+    // their rounds need at most 90% of the columns an SM of every other 128-row tiling: ViT-B/16's fc1 at batch
+    // 8, 1576 x 3072 outputs, 260 tiles in 2 rounds (320 columns an SM against 384 for 128x128 and 128x192, 512
+    // for 128x256); 1024x768x2304 + bias 0.0096 ms vs 0.0104 for hopper_128x192x64 (H100). Not into 768 columns,
+    // where it lost to 128x192 by 2-5% in one round of each (3136x768x768 + bias 0.0109 vs 0.0103,
+    // 3136x3072x768 0.0266 vs 0.0261), nor for other layouts: on weight gradients the H100 and H200 order
+    // 128x160 and 128x192 differently (the note above).
+    const int64_t w160 = work(160);
+    if (half && p.a.k_contiguous && p.b.k_contiguous && ksteps <= 48 && p.N >= 2048 && tiles128 >= sms &&
+        10 * w160 <= 9 * std::min({w128, w192, w256})) {
+      std::ostringstream why;
+      why << "sm_90, x @ W.t() over " << ksteps << " k-steps of 64: " << w160 / std::min<int64_t>(160, p.N)
+          << " round(s) of 128x160 tiles on " << sms << " SMs, " << w160 << " columns an SM, against " << w128
+          << ", " << w192 << " and " << w256 << " for 128x128, 128x192 and 128x256 (H100, bf16, kernel durations, W "
+          << "cold in L2: 1576x768x3072 + bias + GELU 0.0208 ms vs 0.0237 for hopper_pingpong_128x128x64 and 0.0223 "
+             "for hopper_128x192x64, without GELU 0.0172 vs 0.0175 and 0.0179; cuBLAS 0.0210 and 0.0142)";
+      ch = pick(kHopper160, why.str());
+      if (ch.cfg) return ch;
+    }
     if (half && 10 * w192 <= 9 * std::min(w128, w256)) {
       std::ostringstream why;
       why << "sm_90, the fullest last wave: " << w192 / std::min<int64_t>(192, p.N) << " round(s) of 128x192 tiles on "
@@ -619,9 +655,15 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
       ch = pick(kHopper192, why.str());
       if (ch.cfg) return ch;
     }
-    // 128-wide tiles need at most 80% of the columns an SM computes with 128x256 ones: a last wave of
-    // 128x256 tiles mostly idle (1576 rows x N = 3072: 156 tiles, 1.18 waves).
-    const bool w128_wins = 5 * w128 <= 4 * w256;
+    // 128-wide tiles need at most 80% of the columns an SM computes with 128x256 ones, or, for x @ W.t() over
+    // K <= 1024, no more where 128x256 tiles make under 3 waves, the last less than half full: that wave mostly
+    // idle (1576 rows x N = 3072: 156 tiles, 1.18 waves; 3136 x 768 x 3072: 300 tiles, 2.27 waves, 640 columns
+    // an SM on 128x128 against 768, 0.0279 ms vs 0.0321 + bias, H100). Over K = 2048 128x256 kept its lead
+    // (1576x2048x6144 0.0675 ms vs 0.0691).
+    const int64_t tail256 = tiles256 % sms;
+    const bool w128_wins = 5 * w128 <= 4 * w256 || (p.a.k_contiguous && p.b.k_contiguous && ksteps <= 16 &&
+                                                    w128 <= w256 && tiles256 < 3 * sms && tail256 != 0 &&
+                                                    2 * tail256 < sms);
     if (half && ksteps >= 8 && ksteps <= 48 && tiles128 >= sms && (!n_fits_256 || w128_wins)) {
       std::ostringstream why;
       why << "sm_90, K of 8 to 48 steps of 64, a wave of 128x128 tiles, and "
@@ -630,8 +672,10 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
                                                                                      "25% waste (")
           << w128 << " columns an SM with 128x128 vs " << w256
           << " with 128x256): ping-pong runs one warpgroup's epilogue under the other's MMAs (H200, bf16: "
-             "1576x768x3072 0.020 ms vs 0.024 for hopper_128x256x64; where 128x256 fits with full waves it is as "
-             "fast or faster: 4096x2048x2048 0.050 ms vs 0.053, 8192x1024x4096 0.109 vs 0.114)";
+             "1576x768x3072 0.020 ms vs 0.024 for hopper_128x256x64; H100, kernel durations, W cold in L2: 3136x768x3072 "
+             "+ bias 0.0279 ms vs 0.0321, with GELU 0.0357 vs 0.0422, 3300x768x3072 + bias 0.0273 vs 0.0323; "
+             "where 128x256 fits with full waves it is as fast or faster: "
+             "4096x2048x2048 0.050 ms vs 0.053, 8192x1024x4096 0.109 vs 0.114)";
       ch = pick(kHopperPingPong, why.str());
       if (ch.cfg) return ch;
     }
