@@ -197,6 +197,11 @@ class MergedProjections:
     weights unchanged. Any other call computes just that member. Under ``torch.compile``,
     under autocast, or when the weights no longer lie back to back (e.g. after ``model.to()``),
     each member computes its own output.
+
+    Host cost (H100 host, products too small to count on the GPU, wall time a block of three
+    calls): without grad 67 µs merged against 46 for three tilelab calls (the checks above run
+    in Python), with forward and backward 612 against 724 (one backward node instead of three);
+    under CUDA graphs none of it runs.
     """
 
     def __init__(self, names: list[str], members: list[TiledLinear]):
