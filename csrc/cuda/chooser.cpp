@@ -557,12 +557,12 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
       if (ch.cfg) return ch;
     }
     // Up to 512 rows into an output whose rows are not 16-byte aligned (N = 50257: GPT-2's lm_head), x @ W.t():
-    // no row takes the TMA store there, and the swap-AB row's register stores run along C's rows (its tile's
-    // columns are C's rows), where the others' lanes write 4-byte pairs across rows (H100, bf16, kernel
-    // durations, W cold in L2: 128x768x50257 0.0434 ms vs 0.0645 for hopper_pingpong_128x128x64 and 0.0558 for
-    // hopper_m64_64x96x64; 64x768x50257 0.0345 vs 0.0387 for hopper_m64_64x64x64; 512x768x50257 0.141 vs
-    // 0.176; 128x2048x32001 0.0620 vs 0.0662; cuBLAS 0.128, 0.153, 0.415, 0.165. With the rows aligned, 128x768x50256:
-    // 0.0361 vs 0.0344 for hopper_pingpong_128x128x64).
+    // no row takes the TMA store there; the swap-AB row, whose lanes store C^T's tile from registers along C's
+    // rows, measured fastest (a profile of why is not taken; H100, bf16, kernel durations, W cold in L2:
+    // 128x768x50257 0.0434 ms vs 0.0645 for hopper_pingpong_128x128x64 and 0.0558 for hopper_m64_64x96x64;
+    // 64x768x50257 0.0345 vs 0.0387 for hopper_m64_64x64x64; 512x768x50257 0.141 vs 0.176; 128x2048x32001
+    // 0.0620 vs 0.0662; cuBLAS 0.128, 0.153, 0.415, 0.165. With the rows aligned, 128x768x50256, it lost: 0.0361
+    // vs 0.0344 for hopper_pingpong_128x128x64).
     if (half && p.a.k_contiguous && p.b.k_contiguous && p.M > 16 && p.M <= 512 && p.sc_m % 8 != 0) {
       ch = pick(kHopperSwap, "sm_90, up to 512 rows of x @ W.t() into rows that are not 16-byte aligned: swap-AB "
                              "tiles, whose stores run along C's rows (H100, bf16, kernel durations: 128x768x50257 "
@@ -589,8 +589,8 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // 0.436 ms against 0.396, H100, mm).
     const KernelConfig& m192 = kConfigs[half ? kHopperM192 : kHopperTf32M192];
     const int64_t t192 = tiles(p, m192.bm, m192.bn), r192 = (t192 + sms - 1) / sms;
-    // Rows an SM computes, not stores: a 192-row tile over M = 128 computes 64 rows of zeros (GPT-2's lm_head at
-    // 128 tokens, 128x768x50257: 71.4 us a call against 50.3 on hopper_swap_72x128x64, H100, tune()).
+    // Rows an SM computes, not stores: a 192-row tile over M = 128 computes 64 rows of zeros (H100, bf16, kernel
+    // durations: 128x768x50256 0.0363 ms on it against 0.0344 for hopper_pingpong_128x128x64).
     const int64_t o192 = r192 * m192.bm * std::min<int64_t>(m192.bn, p.N);
     const int64_t o128 = (half ? std::min(w192, w256) : std::min(w128, w256)) * 128;
     if (t192 >= sms && o192 <= o128) {
@@ -672,10 +672,10 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
                                                                                      "25% waste (")
           << w128 << " columns an SM with 128x128 vs " << w256
           << " with 128x256): ping-pong runs one warpgroup's epilogue under the other's MMAs (H200, bf16: "
-             "1576x768x3072 0.020 ms vs 0.024 for hopper_128x256x64; H100, kernel durations, W cold in L2: 3136x768x3072 "
-             "+ bias 0.0279 ms vs 0.0321, with GELU 0.0357 vs 0.0422, 3300x768x3072 + bias 0.0273 vs 0.0323; "
-             "where 128x256 fits with full waves it is as fast or faster: "
-             "4096x2048x2048 0.050 ms vs 0.053, 8192x1024x4096 0.109 vs 0.114)";
+             "1576x768x3072 0.020 ms vs 0.024 for hopper_128x256x64; H100, kernel durations, W cold in L2: "
+             "3136x768x3072 + bias 0.0279 ms vs 0.0321, with GELU 0.0357 vs 0.0422, 3300x768x3072 + bias 0.0273 vs "
+             "0.0323; where 128x256 fits with full waves it is as fast or faster: 4096x2048x2048 0.050 ms vs 0.053, "
+             "8192x1024x4096 0.109 vs 0.114)";
       ch = pick(kHopperPingPong, why.str());
       if (ch.cfg) return ch;
     }
