@@ -474,8 +474,13 @@ def test_merged_projections_left_and_unswap():
     assert "merged 1 groups" in str(swap(block))
 
 
+# Causal LMs whose attention block is in MERGEABLE: (config, model) class names in transformers.
+CAUSAL_LMS = {"llama": "Llama", "mistral": "Mistral", "mixtral": "Mixtral", "qwen2": "Qwen2", "qwen3": "Qwen3",
+              "gemma": "Gemma", "gemma2": "Gemma2", "olmo2": "Olmo2", "granite": "Granite"}
+
+
 @needs_transformers
-@pytest.mark.parametrize("kind", ["llama", "qwen2", "bert"])
+@pytest.mark.parametrize("kind", [*CAUSAL_LMS, "bert"])
 def test_transformers_projections_merged(kind):
     torch.manual_seed(0)
     if kind == "bert":
@@ -484,11 +489,12 @@ def test_transformers_projections_merged(kind):
         model, prefix, names = transformers.BertModel(cfg), "encoder.layer.{i}.attention.self.", ("query", "key",
                                                                                                   "value")
     else:
-        cls = {"llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
-               "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM)}[kind]
-        cfg = cls[0](num_hidden_layers=2, hidden_size=64, intermediate_size=96, num_attention_heads=4,
-                     num_key_value_heads=2, vocab_size=100, bos_token_id=0, eos_token_id=0)
-        model, prefix, names = cls[1](cfg), "model.layers.{i}.self_attn.", ("q_proj", "k_proj", "v_proj")
+        name = CAUSAL_LMS[kind]
+        cfg = getattr(transformers, f"{name}Config")(
+            num_hidden_layers=2, hidden_size=64, intermediate_size=96, num_attention_heads=4, num_key_value_heads=2,
+            head_dim=16, vocab_size=100, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+        model = getattr(transformers, f"{name}ForCausalLM")(cfg)
+        prefix, names = "model.layers.{i}.self_attn.", ("q_proj", "k_proj", "v_proj")
     model.eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -501,9 +507,10 @@ def test_transformers_projections_merged(kind):
     assert report.merged == [tuple(prefix.format(i=i) + n for n in names) for i in range(2)]
     with ProductCount() as count, torch.no_grad():
         torch.testing.assert_close(out(model), ref, rtol=1e-5, atol=1e-5)
-    # the products' widths in call order: one merged q/k/v product a layer (q 64 + k 32 + v 32 wide)
-    layer = [96, 32, 64, 32] if kind == "bert" else [128, 64, 96, 96, 64]
-    assert count.widths == 2 * layer + ([32] if kind == "bert" else [100])  # BERT's pooler, the lm_head
+    # the products' widths in call order: one merged q/k/v product a layer (q 64 + k 32 + v 32 wide), and
+    # no projection of q, k or v alone (Mixtral's experts and router are not nn.Linear layers: attention only)
+    layer = {"bert": [96, 32, 64, 32], "mixtral": [128, 64]}.get(kind, [128, 64, 96, 96, 64])
+    assert count.widths == 2 * layer + ([32] if kind == "bert" else [100]), count.widths  # BERT's pooler, lm_head
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)

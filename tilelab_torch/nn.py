@@ -296,7 +296,8 @@ FUSABLE: dict[str, tuple[str, str]] = {
 #: them as one product (:class:`MergedProjections`).
 MERGEABLE: dict[str, tuple[str, ...]] = {
     **{name: ("q_proj", "k_proj", "v_proj") for name in (
-        "LlamaAttention", "MistralAttention", "Qwen2Attention", "Qwen3Attention")},
+        "LlamaAttention", "MistralAttention", "MixtralAttention", "Qwen2Attention", "Qwen3Attention",
+        "GemmaAttention", "Gemma2Attention", "Olmo2Attention", "GraniteAttention")},
     "BertSelfAttention": ("query", "key", "value"),
 }
 
@@ -578,9 +579,9 @@ def swap(model: nn.Module, *, fuse: bool = True, variant: Optional[str] = None, 
       activation's place holds a :class:`FusedActivation` (identity). Activations of
       known blocks that are not fused are reported in ``left``. Also with ``fuse``, the
       query, key and value projections of a known attention block (:data:`MERGEABLE`:
-      Llama, Mistral, Qwen2/3, BERT) run as one product on their weights laid back to back
-      in one buffer (:class:`MergedProjections`; each Parameter object stays, as a view of
-      that buffer, until :func:`unswap`).
+      Llama, Mistral, Mixtral, Qwen2/3, Gemma 1/2, OLMo 2, Granite, BERT) run as one
+      product on their weights laid back to back in one buffer (:class:`MergedProjections`;
+      each Parameter object stays, as a view of that buffer, until :func:`unswap`).
     - state_dict keys do not change.
     - ``variant``/``tile`` force a kernel for every swapped module, as for :func:`tiled_mm`.
     - ``sample`` (a tensor, a tuple of positional inputs or a dict of keyword inputs):
