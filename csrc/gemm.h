@@ -66,6 +66,11 @@ inline bool rows_aligned16(const void* ptr, int64_t ld, int64_t batch_stride, in
 inline bool rows_aligned16(const Operand& o, const GemmProblem& p) {
   return rows_aligned16(o.data, o.k_contiguous ? o.s_mn : o.s_k, o.s_batch, p.batch, c10::elementSize(p.dtype));
 }
+// The same for the output C of p (a TMA store's requirement; an output not yet allocated has a null,
+// aligned base).
+inline bool c_rows_aligned16(const GemmProblem& p) {
+  return rows_aligned16(p.c, p.sc_m, p.sc_b, p.batch, c10::elementSize(p.dtype));
+}
 
 // ---------------------------------------------------------------- validation
 // `batched`: 3-D operands (tiled_bmm), else 2-D. `bias` may be null.

@@ -563,7 +563,7 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // 64x768x50257 0.0345 vs 0.0387 for hopper_m64_64x64x64; 512x768x50257 0.141 vs 0.176; 128x2048x32001
     // 0.0620 vs 0.0662; cuBLAS 0.128, 0.153, 0.415, 0.165. With the rows aligned, 128x768x50256, it lost: 0.0361
     // vs 0.0344 for hopper_pingpong_128x128x64).
-    if (half && p.a.k_contiguous && p.b.k_contiguous && p.M > 16 && p.M <= 512 && p.sc_m % 8 != 0) {
+    if (half && p.a.k_contiguous && p.b.k_contiguous && p.M > 16 && p.M <= 512 && !c_rows_aligned16(p)) {
       ch = pick(kHopperSwap, "sm_90, up to 512 rows of x @ W.t() into rows that are not 16-byte aligned: swap-AB "
                              "tiles, whose stores run along C's rows (H100, bf16, kernel durations: 128x768x50257 "
                              "0.0434 ms vs 0.0645 for hopper_pingpong_128x128x64, 512x768x50257 0.141 vs 0.176 for "

@@ -175,10 +175,7 @@ void launch_layouts(const GemmProblem& p, cudaStream_t stream) {
 // aligned, no per-element bias (a column bias is added in registers), no split-K slabs (stored from
 // registers; slices that the kernel adds itself end in this epilogue).
 bool hopper_fuses_activation(const GemmProblem& p) {
-  const int64_t esz = static_cast<int64_t>(c10::elementSize(p.dtype));
-  return p.partial == nullptr && (p.bias == nullptr || p.sbias_m == 0) &&
-         reinterpret_cast<uintptr_t>(p.c) % 16 == 0 && (p.sc_m * esz) % 16 == 0 &&
-         (p.batch == 1 || (p.sc_b * esz) % 16 == 0);
+  return p.partial == nullptr && (p.bias == nullptr || p.sbias_m == 0) && c_rows_aligned16(p);
 }
 
 std::string hopper_cannot_run(const KernelConfig& row, const GemmProblem&, const DeviceInfo& d) {
