@@ -357,9 +357,10 @@ def _is_linear(mod: nn.Module) -> bool:
     return isinstance(mod, nn.Linear) or type(mod).__name__ == "Conv1D"
 
 
-def gemm_problems(m: Model, x: Tensor) -> list[dict]:
+def gemm_problems(m: Model, x: Tensor) -> tuple[list[dict], list[dict]]:
     """Every Linear/Conv1D call of one eval forward of the untouched model, grouped by
-    problem (M, K, N, bias, activation after swap(fuse=True), weight layout), in call order."""
+    problem (M, K, N, bias, activation after swap(fuse=True), weight layout), in call order;
+    and the groups of projections swap(fuse=True) merges, grouped by shape (M, K, parts, bias)."""
     calls = []
     hooks = [mod.register_forward_pre_hook(lambda mod, a, name=name: calls.append((name, a[0].shape)))
              for name, mod in m.module.named_modules() if _is_linear(mod)]
@@ -373,22 +374,37 @@ def gemm_problems(m: Model, x: Tensor) -> list[dict]:
     mods = dict(m.module.named_modules())
     with routed(m.module, "swap(fuse=True)"):
         acts = {n: getattr(mod, "activation", None) for n, mod in m.module.named_modules()}
+        # each merged group once (its members share it): the members' qualified names
+        merged = {id(mod.merged): [name.rpartition(".")[0] + "." * ("." in name) + n for n in mod.merged.names]
+                  for name, mod in m.module.named_modules() if getattr(mod, "merged", None) is not None}
     groups: dict = {}
+    rows: dict = {}  # each called module's M
     for name, shape in calls:
         mod = mods[name]
         conv1d = not isinstance(mod, nn.Linear)
         w = mod.weight.t() if conv1d else mod.weight  # as F.linear's weight: (N, K)
-        M = 1
-        for s in shape[:-1]:
-            M *= s
+        M = rows[name] = shape[:-1].numel()
         act = acts.get(name)
         key = (M, w.shape[1], w.shape[0], mod.bias is not None, act, conv1d)
         g = groups.setdefault(key, {"modules": [], "weight": w, "bias": mod.bias})
         g["modules"].append(name)
-    return [{"M": k[0], "K": k[1], "N": k[2], "bias": k[3], "activation": k[4],
-             "op": "linear+act" if k[4] else "linear", "weight_layout": "KxN (Conv1D)" if k[5] else "NxK (Linear)",
-             "count": len(g["modules"]), "modules": g["modules"], "_w": g["weight"], "_b": g["bias"]}
-            for k, g in groups.items()]
+    problems = [{"M": k[0], "K": k[1], "N": k[2], "bias": k[3], "activation": k[4],
+                 "op": "linear+act" if k[4] else "linear", "weight_layout": "KxN (Conv1D)" if k[5] else "NxK (Linear)",
+                 "count": len(g["modules"]), "modules": g["modules"], "_w": g["weight"], "_b": g["bias"]}
+                for k, g in groups.items()]
+    shapes: dict = {}
+    for names in merged.values():
+        if names[0] not in rows:  # not called in the forward
+            continue
+        lins = [mods[n] for n in names]  # the original modules: the same Parameters
+        has_bias = lins[0].bias is not None
+        key = (rows[names[0]], lins[0].in_features, tuple(lin.out_features for lin in lins), has_bias)
+        e = shapes.setdefault(key, {"M": key[0], "K": key[1], "parts": list(key[2]), "bias": has_bias, "count": 0,
+                                    "modules": [], "_w": [lin.weight for lin in lins],
+                                    "_b": [lin.bias for lin in lins] if has_bias else None})
+        e["count"] += 1
+        e["modules"].append("+".join(names))
+    return problems, list(shapes.values())
 
 
 def breakdown(m: Model, x: Tensor, modes: list[str], args) -> dict:
@@ -398,8 +414,7 @@ def breakdown(m: Model, x: Tensor, modes: list[str], args) -> dict:
     Returns {"problems": [...], "<side>_<fwd|train>_gemm_ms_per_step": sum of count x time}."""
     dev, rep = args.device, args.gemm_rep_ms
     out = []
-    problems = gemm_problems(m, x)
-    rows = {name: p["M"] for p in problems for name in p["modules"]}  # each routed module's M
+    problems, merged = gemm_problems(m, x)
     for p in problems:
         w, b, act = p.pop("_w"), p.pop("_b"), p["activation"]
         a = torch.randn(p["M"], p["K"], device=dev, dtype=w.dtype)
@@ -441,38 +456,23 @@ def breakdown(m: Model, x: Tensor, modes: list[str], args) -> dict:
                     p[f"share_{what}_{side}"] = p[f"{side}_{what}_ms"] * p["count"] / total
     totals = {f"{side}_{what}_gemm_ms_per_step": sum(p[f"{side}_{what}_ms"] * p["count"] for p in out)
               for side in ("cublas", "tilelab") for what in ("fwd", "train") if f"{side}_{what}_ms" in out[0]}
-    return {"problems": sorted(out, key=lambda p: -p["share_fwd_tilelab"]), "merged": merged_products(m, rows, args),
+    return {"problems": sorted(out, key=lambda p: -p["share_fwd_tilelab"]), "merged": merged_products(merged, args),
             **totals}
 
 
-def merged_products(m: Model, rows: dict, args) -> list[dict]:
-    """The projections swap(fuse=True) merges (MergedProjections), one entry per shape: the members'
-    products apart (what cuBLAS and swap(fuse=False) run) against the one merged product, forward.
-    rows: each module's M in the model's forward."""
-    groups: dict = {}
-    with routed(m.module, "swap(fuse=True)"):
-        found = {id(mod.merged): (name, mod.merged) for name, mod in m.module.named_modules()
-                 if isinstance(mod, tilelab_torch.TiledLinear) and mod.merged is not None}
-        for name, g in found.values():
-            prefix = name.rsplit(".", 1)[0] + "." if "." in name else ""
-            ws = [mm.weight.detach().clone() for mm in g.members]
-            bs = [mm.bias.detach().clone() for mm in g.members] if g.members[0].bias is not None else None
-            key = (rows.get(prefix + g.names[0]), tuple(w.shape[0] for w in ws), ws[0].shape[1], bs is not None)
-            if key[0] is None:  # not called in the forward
-                continue
-            e = groups.setdefault(key, {"M": key[0], "K": key[2], "parts": list(key[1]), "bias": key[3],
-                                        "count": 0, "modules": [], "_w": ws, "_b": bs})
-            e["count"] += 1
-            e["modules"].append("+".join(prefix + n for n in g.names))
+def merged_products(groups: list[dict], args) -> list[dict]:
+    """The projections swap(fuse=True) merges (MergedProjections; gemm_problems' groups), one entry per
+    shape: the members' products apart (what cuBLAS and swap(fuse=False) run) against the one merged
+    product, forward."""
     out = []
-    for e in groups.values():
+    for e in groups:
         ws, bs = e.pop("_w"), e.pop("_b")
         a = torch.randn(e["M"], e["K"], device=args.device, dtype=ws[0].dtype)
-        w, b = torch.cat(ws), (torch.cat(bs) if bs is not None else None)
         bi = bs if bs is not None else [None] * len(ws)
         rep = args.gemm_rep_ms
-        e.update(N=int(w.shape[0]), kernel=tilelab_torch.explain(a, w.t()).kernel)
         with torch.no_grad():
+            w, b = torch.cat(ws), (torch.cat(bs) if bs is not None else None)  # the merged weights, a copy
+            e.update(N=int(w.shape[0]), kernel=tilelab_torch.explain(a, w.t()).kernel)
             for side, f in (("cublas", F.linear), ("tilelab", tilelab_torch.tiled_linear)):
                 e[f"{side}_apart_fwd_ms"] = common.bench(lambda: [f(a, wi, bj) for wi, bj in zip(ws, bi)],
                                                          args.device, warmup_ms=10, rep_ms=rep)
