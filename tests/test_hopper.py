@@ -197,6 +197,80 @@ def test_split_k_added_in_the_kernel(high, config, shape, splits, how):
         torch.ops.tilelab._set_split_reduce(None)
 
 
+def stream_k_shared(tiles: int, sms: int) -> int:
+    """The tiles stream-K shares by k-steps (scheduler.cuh: stream_k_tiles), restated: all of them under two
+    waves, else the partial last wave and one whole wave before it (none where whole waves fill the SMs)."""
+    if tiles < 2 * sms:
+        return tiles
+    return 0 if tiles % sms == 0 else tiles % sms + sms
+
+
+# (M, K, N), as multiples of the SM count where it matters (sms = 132 on an H100 or H200): few tiles of many
+# k-steps (each tile cut among a dozen blocks and more), ViT-B/16's weight gradient at batch 8 (tiles cut in two
+# or three), a product of between one and two waves of most rows' tiles, one of several waves (whole waves
+# first, then the shared ones), odd rows of K (copied to aligned ones first), and one with fewer k-steps than
+# SMs (stream-K does not fit: whole tiles).
+STREAM_K_SHAPES = [(300, 3000, 264), (768, 1576, 3072), (2048, 1000, 2560), (4096, 200, 2304), (520, 4097, 600),
+                   (129, 100, 200)]
+
+
+@pytest.mark.parametrize("shape", STREAM_K_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("config", ROW_NAMES + TF32_NAMES)
+def test_stream_k(high, config, shape):
+    """Stream-K (forced by _set_stream_k(True) wherever it fits): the last waves' tiles shared by the blocks
+    k-step by k-step, the block holding a tile's first k-step adding the others' parts in block order before
+    its epilogue. Against float64 with a poisoned output, with a column bias and an activation, a column-major
+    A (dY^T) and a batch sharing B; two calls bitwise equal; no second pass; where it does not fit, whole
+    tiles, and the explanation says which."""
+    M, K, N = shape
+    seed = fresh_seed()
+    dtype = torch.float32 if config in TF32_NAMES else torch.bfloat16
+    tol = TOL_TF32 if dtype == torch.float32 else TOL[dtype]
+    row = next(k for k in ROWS if k.name == config)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    bm, bn, bk = row.block  # (swap-AB rows: in C's terms)
+    x = torch.randn(M, K, device="cuda", dtype=dtype)
+    w = torch.randn(N, K, device="cuda", dtype=dtype)
+    bias = torch.randn(N, device="cuda", dtype=dtype)
+    x64, w64, b64 = x.double(), w.double(), bias.double()
+    torch.ops.tilelab._set_stream_k(True)
+    try:
+        for batch in (1, 2):
+            tiles = -(-M // bm) * -(-N // bn) * batch
+            shared = stream_k_shared(tiles, sms)
+            fits = shared > 0 and shared * -(-K // bk) >= sms
+            if batch == 1:
+                e = tilelab_torch.explain(x, w.t(), variant=config)
+                assert e.details["stream_k"] == fits and ("stream-K" in e.reason) == fits, (tiles, e)
+                assert e.details["split_k"] == 1, e
+                with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                    torch.ops.tilelab.tiled_linear(x, w, bias, variant=config)
+                    torch.cuda.synchronize()
+                assert not [ev.name for ev in prof.events() if "split_reduce_kernel" in ev.name]
+                for act in (None, "gelu"):
+                    ref = ACT_REFS[act](x64 @ w64.t() + b64)
+                    poison = Poisoned(M * N, dtype, "cuda")
+                    got = torch.ops.tilelab.tiled_linear(x, w, bias, activation=act, variant=config)
+                    assert poison.reused(got), "the output did not reuse the poisoned block"
+                    err = float((got.double() - ref).norm() / (x64.abs() @ w64.abs().t() + b64.abs()).norm())
+                    assert err <= tol, f"{config} {shape} stream-K={fits}, {act}: {err:.3g}, seed={seed}"
+                    again = torch.ops.tilelab.tiled_linear(x, w, bias, activation=act, variant=config)
+                    assert torch.equal(got, again), f"{config} {shape} stream-K={fits}, {act}: two calls differ"
+            else:
+                # A column-major A (dY^T in a weight gradient) and a batch of 2 sharing B.
+                a = torch.randn(batch, K, M, device="cuda", dtype=dtype).transpose(1, 2)
+                b = w.t().expand(batch, K, N)
+                e = tilelab_torch.explain(a, b, variant=config)
+                assert e.details["stream_k"] == fits, (tiles, e)
+                got = torch.ops.tilelab.tiled_bmm(a, b, variant=config)
+                ref = a.double() @ w64.t()
+                err = float((got.double() - ref).norm() / (a.double().abs() @ w64.abs().t()).norm())
+                assert err <= tol, f"{config} bmm {batch} x {shape} stream-K={fits}: {err:.3g}, seed={seed}"
+                assert torch.equal(got, torch.ops.tilelab.tiled_bmm(a, b, variant=config))
+    finally:
+        torch.ops.tilelab._set_stream_k(None)
+
+
 @pytest.mark.parametrize("dtype", HALF, ids=["bf16", "fp16"])
 def test_auto_uses_hopper_for_large_half(dtype):
     """On sm_90 the dispatcher sends large half-precision products to wgmma, aligned or not."""
