@@ -54,10 +54,6 @@ struct GemmProblem {
   // the activation. 1: no split, C is written directly.
   int splits = 1;
   float* partial = nullptr;
-  // Stream-K (the hopper rows, one slice): the last waves' tiles are shared by
-  // the blocks k-step by k-step and their parts added in the kernel
-  // (scheduler.cuh: PersistentGrouped).
-  bool stream_k = false;
 };
 
 // Every row start (and every batch start) of an operand is 16-byte aligned: what 16-byte loads,

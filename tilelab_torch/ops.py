@@ -287,7 +287,6 @@ class Explanation:
         where = d.get("device_name", d.get("device"))
         batch = f"{d['batch']}x" if d.get("batch", 1) > 1 else ""
         split = f" split-K x{d['split_k']}" if d.get("split_k", 1) > 1 else ""
-        split += " stream-K" if d.get("stream_k") else ""
         return (f"{batch}{d['M']}x{d['N']}x{d['K']} {d['dtype']} on {d.get('device')} ({where}): "
                 f"{self.kernel}{split} -- {self.reason}")
 

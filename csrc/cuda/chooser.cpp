@@ -156,25 +156,6 @@ int64_t blocks_per_sm(const KernelConfig& c, const GemmProblem& p, const DeviceI
   return r != nullptr && r->together > 1 && 8 * tiles(p, c.bm, c.bn) >= d.num_sms ? r->together : 1;
 }
 
-// A block's time on k_span of K (MMAs and operand bytes, without kBlockFixedNs), `together` blocks sharing its SM.
-double k_span_ns(const KernelConfig& c, const GemmProblem& p, double k_span, int64_t together) {
-  const RowPace* measured = row_pace(c);
-  const double esize = static_cast<double>(c10::elementSize(p.dtype));
-  const double bytes = k_span * (std::min<int64_t>(c.bm, p.M) + std::min<int64_t>(c.bn, p.N)) * esize;
-  const double flops = 2.0 * c.bm * c.bn * k_span;
-  const double pace = measured == nullptr || measured->bytes_per_ns == 0 ? kSmBytesPerNs
-                      : together == 1                                    ? measured->bytes_per_ns
-                                                                         : measured->together_bytes_per_ns;
-  return std::max(bytes / pace, flops / mma_flop_per_ns(c, p.dtype));
-}
-
-// Every operand byte read from HBM once: the least time of the whole product.
-double hbm_ns(const GemmProblem& p, const DeviceInfo& d) {
-  const double esize = static_cast<double>(c10::elementSize(p.dtype));
-  const double hbm = esize == 2 && d.mem_bytes_per_ns > 0 ? d.mem_bytes_per_ns : kHbmBytesPerNs;
-  return static_cast<double>(p.M + p.N) * p.K * p.batch * esize / hbm;
-}
-
 double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, int64_t s) {
   const int64_t bk = c.bk, kt = (p.K + bk - 1) / bk, per = (kt + s - 1) / s;
   const int64_t blocks = tiles(p, c.bm, c.bn) * s;
@@ -193,26 +174,20 @@ double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, 
   const double rounds = resident == 1 || per_sm <= resident ? static_cast<double>((per_sm + together - 1) / together)
                         : slot_rounds <= 3 ? static_cast<double>(resident) * std::ceil(slot_rounds)
                                            : static_cast<double>(resident) * slot_rounds;
-  const double block_ns = kBlockFixedNs + together * k_span_ns(c, p, static_cast<double>(per * bk), together);
+  const double esize = static_cast<double>(c10::elementSize(p.dtype));
+  const double k_span = static_cast<double>(per * bk);
+  const double bytes = k_span * (std::min<int64_t>(c.bm, p.M) + std::min<int64_t>(c.bn, p.N)) * esize;
+  const double flops = 2.0 * c.bm * c.bn * k_span;
+  const double pace = measured == nullptr || measured->bytes_per_ns == 0 ? kSmBytesPerNs
+                      : together == 1                                    ? measured->bytes_per_ns
+                                                                         : measured->together_bytes_per_ns;
+  const double block_ns =
+      kBlockFixedNs + together * std::max(bytes / pace, flops / mma_flop_per_ns(c, p.dtype));
+  const double hbm = esize == 2 && d.mem_bytes_per_ns > 0 ? d.mem_bytes_per_ns : kHbmBytesPerNs;
+  const double hbm_ns = static_cast<double>(p.M + p.N) * p.K * p.batch * esize / hbm;
   const double reduce_ns =
       s == 1 ? 0.0 : kReduceLaunchNs + 2.0 * s * p.batch * p.M * p.N * 4 / kReduceBytesPerNs;
-  return std::max(rounds * block_ns, hbm_ns(p, d)) + reduce_ns;
-}
-
-// ---- stream-K (hopper rows, scheduler.cuh): the last waves' tiles shared by every SM k-step by k-step, so a
-// product whose whole tiles leave SMs idle in its last wave (96 tiles on 132 SMs: 27% of the time) runs them
-// all busy, for the hand-over of the tiles cut between blocks (stream_k_hand_over_ns). Its estimate: the whole
-// waves before them as est_ns, then each SM's equal share of the stream-K k-steps, one block's fixed cost, and
-// the hand-over.
-double est_stream_k_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d) {
-  int64_t t = 0;
-  const int64_t sk = stream_k_shared_tiles(c, p, d.num_sms, &t), dp_rounds = (t - sk) / d.num_sms;
-  const int64_t kt = (p.K + c.bk - 1) / c.bk;
-  const double tile_ns = k_span_ns(c, p, static_cast<double>(kt * c.bk), 1);
-  const double sm_ns = kBlockFixedNs * static_cast<double>(dp_rounds + 1) + tile_ns * static_cast<double>(dp_rounds) +
-                       tile_ns * static_cast<double>(sk) / static_cast<double>(d.num_sms) +
-                       stream_k_hand_over_ns(c);
-  return std::max(sm_ns, hbm_ns(p, d));
+  return std::max(rounds * block_ns, hbm_ns) + reduce_ns;
 }
 
 // The split count with the least estimated time for row c on p, among those of at most kSplitRounds rounds of
@@ -248,10 +223,6 @@ double best_est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo
 }
 
 std::atomic<int64_t> g_split_override{0};
-// set_stream_k_override: 0 by estimate, 1 wherever it fits, 2 never.
-std::atomic<int> g_stream_k_override{0};
-// How much shorter stream-K's estimate must be than the slices' (or whole tiles') to be taken.
-constexpr double kStreamKGain = 0.9;
 
 // gemv_split's slices: enough blocks for two on every SM (their loads in flight are what streams B at memory
 // speed), each slice at least bk of K (as gemv_split_blocks counts them; slices of 2 * bk were slower: H100,
@@ -278,8 +249,7 @@ int64_t gemv_split_blocks(const KernelConfig& c, const GemmProblem& p) {
 // The split count for row c on p: the override, or the least estimated time
 // among the counts of at most kSplitRounds rounds of blocks; `why` gets the sentence, `in_kernel` how the
 // slices are added.
-int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, std::string& why, bool& in_kernel,
-                bool& stream_k) {
+int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, std::string& why, bool& in_kernel) {
   if (!family_splits_k(c.family) || p.dtype == c10::ScalarType::Double) return 1;
   const bool gemv = c.family == Family::GemvSplit;  // its own count (gemv_split_count), not est_ns's
   const int64_t kt = (p.K + c.bk - 1) / c.bk;
@@ -290,30 +260,6 @@ int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d
     best = std::min<int64_t>(forced, std::max<int64_t>(cap, 1));
   } else {
     best = gemv ? gemv_split_count(c, p, d, cap) : estimated_splits(c, p, d, cap);
-  }
-  // Stream-K in place of the slices (or of none) where its estimate is at least kStreamKGain shorter, or
-  // wherever it fits when forced (_set_stream_k).
-  const int sk_forced = g_stream_k_override.load();
-  if (forced == 0 && sk_forced != 2 && stream_k_fits(c, p, d.num_sms)) {
-    const double sk_ns = est_stream_k_ns(c, p, d), split_ns = est_ns(c, p, d, best);
-    if (sk_forced == 1 || sk_ns < kStreamKGain * split_ns) {
-      int64_t t = 0;
-      const int64_t sk = stream_k_shared_tiles(c, p, d.num_sms, &t);
-      std::ostringstream os;
-      os << "; stream-K: " << (sk == t ? std::string("the ") : "the last ") << sk << " of " << t
-         << " tiles' k-steps (" << kt << " a tile) shared evenly by the " << d.num_sms
-         << " SMs, a tile's parts added in the kernel in a fixed order (";
-      if (sk_forced == 1) {
-        os << "forced by _set_stream_k)";
-      } else {
-        os << "estimated " << static_cast<int64_t>(sk_ns / 1000) << " us vs " << static_cast<int64_t>(split_ns / 1000)
-           << " us " << (best > 1 ? "in " + std::to_string(best) + " slices" : std::string("by whole tiles"))
-           << ": whole tiles leave SMs of their last wave idle)";
-      }
-      why = os.str();
-      stream_k = true;
-      return 1;
-    }
   }
   if (best <= 1) return 1;
   // Slices of ceil(kt / best) k-tiles: as many as that takes, so none is empty.
@@ -346,8 +292,7 @@ int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d
 Choice with_splits(Choice ch, const GemmProblem& p, const DeviceInfo& d) {
   std::string why;
   ch.reduce_in_kernel = false;
-  ch.stream_k = false;
-  ch.splits = plan_splits(*ch.cfg, p, d, why, ch.reduce_in_kernel, ch.stream_k);
+  ch.splits = plan_splits(*ch.cfg, p, d, why, ch.reduce_in_kernel);
   ch.reason += why;
   return ch;
 }
@@ -393,8 +338,6 @@ void clear_tuned() {
 }
 
 int64_t tuned_size() { return g_tuned_size.load(); }
-
-void set_stream_k_override(std::optional<bool> on) { g_stream_k_override.store(!on ? 0 : *on ? 1 : 2); }
 
 void set_split_k_override(int64_t splits) {
   TORCH_CHECK(splits >= 0, "tilelab::_set_split_k: splits must be >= 1 (or None, or 0, to restore the estimate), got ",

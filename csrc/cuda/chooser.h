@@ -18,9 +18,6 @@ struct Choice {
   // With splits > 1: whether the kernel adds the slices itself (split_reduce_in_kernel), decided once with the
   // reason, else a second pass over fp32 slabs (split_k_gemm goes by it).
   bool reduce_in_kernel = false;
-  // Stream-K (splits == 1, hopper rows): the last waves' tiles shared by the blocks k-step by k-step
-  // (stream_k_fits; GemmProblem::stream_k).
-  bool stream_k = false;
 };
 
 // Why row cannot run p on d (the table's columns, then the family's own
@@ -53,9 +50,5 @@ int64_t tuned_size();
 // many K slices (at most one per k-tile) on every row whose family splits K;
 // 0 restores the estimate.
 void set_split_k_override(int64_t splits);
-
-// Testing hook (torch.ops.tilelab._set_stream_k): true takes stream-K wherever it fits (stream_k_fits) and no
-// split-K is forced, false never, nullopt by estimate.
-void set_stream_k_override(std::optional<bool> on);
 
 }  // namespace tilelab

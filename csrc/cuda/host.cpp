@@ -78,7 +78,6 @@ at::Tensor gemm_cuda(const char* op, const at::Tensor* bias, const at::Tensor& a
   if (finish_without_product(call)) return call.out;
   GemmProblem p = call.problem;
   p.splits = choice.splits;
-  p.stream_k = choice.stream_k;
   // The tile families' register epilogues take no activation: they store
   // act-free, then one pass applies it (launch.h, applies_activation).
   const bool act_after = p.act != Activation::None && !applies_activation(choice.cfg->family, p);
@@ -110,7 +109,6 @@ std::string explain_json(const GemmProblem& p, const Choice& choice, const Devic
      << ", \"M\": " << p.M << ", \"N\": " << p.N << ", \"K\": " << p.K
      << ", \"dtype\": \"" << dtype_str(p.dtype) << "\", \"a_layout\": \"" << layout_name(p.a, true)
      << "\", \"b_layout\": \"" << layout_name(p.b, false) << "\", \"split_k\": " << choice.splits
-     << ", \"stream_k\": " << (choice.stream_k ? "true" : "false")
      << ", \"reason\": \"" << json_escape(choice.reason)
      << "\"}";
   return os.str();

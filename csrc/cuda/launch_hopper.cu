@@ -112,39 +112,26 @@ void launch_one(const GemmProblem& p0, bool store_c, cudaStream_t stream) {
       store_c && !kSwap && kTailCols > 0
           ? make_map(p.c, p.dtype, p.N, p.M, p.batch, p.sc_m, p.sc_b, hopper::kStoreRows, kTailCols)
           : map_c;  // unused
-  // Sums handed over in the kernel (hopper::SliceSums), in slots of BM x BN floats with a zeroed counter each
-  // (fp32_workspace: CUDA-graph capturable). A collecting block waits for other blocks' sums, so every block
-  // it waits on must be resident: the work of one persistent wave, never launched otherwise.
-  //   Split-K without slabs (split_k_gemm sends it only where the chooser's split_reduce_in_kernel said so):
-  //   a slot per slice past the first and tile, every slice a block of the one wave.
-  //   Stream-K (p.stream_k, where the chooser's stream_k_fits said so): a slot per block, one block an SM.
-  hopper::SliceSums fix{nullptr, nullptr, 0};
+  // Split-K without slabs (split_k_gemm sends it only where the chooser's split_reduce_in_kernel said so): the
+  // kernel adds the slices itself (hopper::SliceSums), in a slot of BM x BN floats per slice past the first and
+  // tile, with a zeroed counter per tile (fp32_workspace: CUDA-graph capturable). Slice 0's block waits for the
+  // others' sums, so every slice must be a block of the one persistent wave: never launched otherwise.
+  hopper::SliceSums fix{nullptr, nullptr};
   at::Tensor fix_mem;
-  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-  const int64_t tiles = PersistentGrouped<kGroupM>::count_of(p.M, p.N, BM, BN, 1, p.batch);
-  dim3 grid = persistent_grid(p, BM, BN);
-  int64_t slots = 0;
-  // (A chunk of a batch past 65535 matrices that stream-K does not fit runs by whole tiles.)
-  const int64_t sk_tiles = p.stream_k ? stream_k_tiles(tiles, sms) : 0;
-  if (sk_tiles > 0 && store_c && p.splits == 1 && sk_tiles * ((p.K + kTileK - 1) / kTileK) >= sms) {
-    fix.sk_tiles = sk_tiles;
-    slots = sms;
-    grid = dim3(static_cast<unsigned>(sms));
-  } else if (p.splits > 1 && p.partial == nullptr) {
+  if (p.splits > 1 && p.partial == nullptr) {
     TORCH_CHECK(store_c, "tilelab: internal error: a hopper split-K reduced in the kernel needs the TMA-store "
                          "epilogue");
-    TORCH_CHECK(PersistentGrouped<kGroupM>::count_of(p.M, p.N, BM, BN, p.splits, p.batch) <= sms,
+    TORCH_CHECK(PersistentGrouped<kGroupM>::count_of(p.M, p.N, BM, BN, p.splits, p.batch) <=
+                    at::cuda::getCurrentDeviceProperties()->multiProcessorCount,
                 "tilelab: internal error: slices added in the kernel need every slice in one wave of blocks");
-    slots = (p.splits - 1) * tiles;
-  }
-  if (slots > 0) {
-    const int64_t floats = slots * BM * BN;
-    fix_mem = fp32_workspace(floats + slots);
+    const int64_t tiles = PersistentGrouped<kGroupM>::count_of(p.M, p.N, BM, BN, 1, p.batch);
+    const int64_t floats = (p.splits - 1) * tiles * BM * BN;
+    fix_mem = fp32_workspace(floats + tiles);
     fix.sums = fix_mem.data_ptr<float>();
     fix.ready = reinterpret_cast<unsigned*>(fix.sums + floats);
-    C10_CUDA_CHECK(cudaMemsetAsync(fix.ready, 0, slots * sizeof(unsigned), stream));
+    C10_CUDA_CHECK(cudaMemsetAsync(fix.ready, 0, tiles * sizeof(unsigned), stream));
   }
-  kernel<<<grid, hopper::threads<BM>(), smem, stream>>>(
+  kernel<<<persistent_grid(p, BM, BN), hopper::threads<BM>(), smem, stream>>>(
       map_a, map_b, map_c, map_c_tail, device_args<T>(p), a_batch ? 1 : 0, b_batch ? 1 : 0, store_c ? 1 : 0, fix);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }

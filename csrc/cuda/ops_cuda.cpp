@@ -19,7 +19,6 @@ TORCH_LIBRARY_IMPL(tilelab, CUDA, m) {
 
 namespace {
 void set_split_k(std::optional<int64_t> splits) { set_split_k_override(splits.value_or(0)); }
-void set_stream_k(std::optional<bool> on) { set_stream_k_override(on); }
 void set_split_reduce(std::optional<c10::string_view> how) {
   set_split_reduce_override(how ? std::string(*how) : std::string());
 }
@@ -30,15 +29,13 @@ void tune_set(c10::string_view key, c10::string_view kernel, double ms, c10::str
 }  // namespace
 
 // CUDA builds only. Testing hooks: force the split-K slice count (None: the
-// estimate), where the slices are added ("kernel", "pass"; None: by cost) and
-// stream-K (True: wherever it fits, False: never; None: by estimate);
+// estimate) and where the slices are added ("kernel", "pass"; None: by cost);
 // the dispatcher's choice for a described GPU, on CPU tensors
 // (tilelab_torch.explain_described). The tune cache (tilelab_torch.tune /
 // load_tuned): set an entry, clear them all, count them.
 TORCH_LIBRARY_FRAGMENT(tilelab, m) {
   m.def("_set_split_k(int? splits) -> ()", &set_split_k);
   m.def("_set_split_reduce(str? how) -> ()", &set_split_reduce);
-  m.def("_set_stream_k(bool? on) -> ()", &set_stream_k);
   m.def("_explain_described(Tensor a, Tensor b, int sm, int num_sms, *, str? variant=None, int? tile=None, "
         "float? mem_gbps=None) -> str",
         &explain_described);

@@ -119,22 +119,6 @@ bool split_reduce_in_kernel(const KernelConfig& row, const GemmProblem& p, int64
   return can && (forced == 0 ? in_kernel < second_pass : forced == 1);
 }
 
-int64_t stream_k_shared_tiles(const KernelConfig& row, const GemmProblem& p, int64_t sms, int64_t* all) {
-  const int64_t tiles = PersistentGrouped<kGroupM>::count_of(p.M, p.N, row.bm, row.bn, 1, p.batch);
-  if (all != nullptr) *all = tiles;
-  return stream_k_tiles(tiles, sms);
-}
-
-bool stream_k_fits(const KernelConfig& row, const GemmProblem& p, int64_t sms) {
-  if (row.family != Family::Hopper || p.splits != 1 || !hopper_fuses_activation(p)) return false;
-  const int64_t sk = stream_k_shared_tiles(row, p, sms);
-  return sk > 0 && sk * ((p.K + row.bk - 1) / row.bk) >= sms;
-}
-
-double stream_k_hand_over_ns(const KernelConfig& row) {
-  return kHandOverZeroNs + 4.0 * row.bm * row.bn / kHandOverBytesPerNs;
-}
-
 void split_k_gemm(const KernelConfig& row, const GemmProblem& p, bool in_kernel) {
   TORCH_CHECK(p.splits > 1 && p.dtype != at::kDouble, "tilelab: split-K needs splits > 1 and a float/half dtype");
   if (in_kernel) {

@@ -22,17 +22,6 @@ namespace tilelab {
 // the one their rules were measured with.)
 bool split_reduce_in_kernel(const KernelConfig& row, const GemmProblem& p, int64_t splits, int64_t sms);
 
-// Whether row can run p with stream-K on `sms` SMs (scheduler.cuh: PersistentGrouped): a hopper row whose
-// output takes the TMA store (hopper_fuses_activation), whose last waves leave SMs idle (stream_k_tiles > 0)
-// and whose shared k-steps give every SM at least one.
-bool stream_k_fits(const KernelConfig& row, const GemmProblem& p, int64_t sms);
-// How many of row's tiles of p stream-K shares on `sms` SMs (stream_k_tiles in scheduler.cuh), and of how many.
-int64_t stream_k_shared_tiles(const KernelConfig& row, const GemmProblem& p, int64_t sms, int64_t* all = nullptr);
-
-// Stream-K's cost beyond its k-steps, for the chooser's estimate: the counters' memset and the collecting
-// block's read of one part of its tile (the giving block's stores run while it goes on).
-double stream_k_hand_over_ns(const KernelConfig& row);
-
 // A workspace of `floats` fp32 values on the current device, from PyTorch's caching allocator (no
 // synchronisation, CUDA-graph capturable): the second pass's slabs, the in-kernel hand-over's slots.
 at::Tensor fp32_workspace(int64_t floats);

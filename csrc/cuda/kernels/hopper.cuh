@@ -150,20 +150,17 @@ constexpr int smem_bytes() {
   return smem_bytes_with<BM, BN, kStages, store_bufs<BM, BN, kStages>()>();
 }
 
-// Sums handed over inside the kernel, for split-K (split_reduce_in_kernel in split_reduce.cu: where every
-// slice is a block of one wave, C takes the TMA store and the hand-over costs less than a second pass) and for
-// stream-K (sk_tiles > 0: scheduler.cuh). A work tile that gives (HandOver::kGive: a slice past the first, a
-// stream-K part that does not hold its tile's first k-step) stores its raw fp32 sums in its slot of `sums`
-// (BM x BN floats, in the accumulators' own thread order: each float4 written by the thread that reads it
-// back) and adds its consumer warps into ready[slot] (zeroed by the host); the one that collects waits for
-// each of its slots in turn, adds them to its own sums in that order (the same inputs give bitwise the same
-// output every call) and runs the epilogue: bias, activation and the store, once. Slots: split-K one per
-// slice past the first and tile, stream-K one per block.
-// `ready` nullptr: no hand-over (no slices, or slabs that a second pass reduces: GemmArgs::partial).
+// Split-K reduced in the kernel (split_reduce_in_kernel in split_reduce.cu: where every slice is a block of one
+// wave, C takes the TMA store and the hand-over costs less than a second pass): the blocks of slices 1.. store
+// their raw fp32 sums in `sums` (a slot of BM x BN floats per slice past the first, batch and tile, in the
+// accumulators' own thread order: each float4 written by the thread that reads it back) and add their
+// consumer warps into ready[batch x tile] (zeroed by the host); the block of slice 0 waits until every other
+// slice's warps have, adds their sums to its own in slice order (the same inputs give bitwise the same output
+// every call) and runs the epilogue: bias, activation and the store, once.
+// `ready` nullptr: no slices, or slabs that a second pass reduces (GemmArgs::partial).
 struct SliceSums {
   float* sums;
   unsigned* ready;
-  int64_t sk_tiles;  // stream-K: the tiles the blocks share by k-steps (0: none)
 };
 
 #ifdef TILELAB_HOPPER_DEVICE
@@ -481,8 +478,7 @@ __device__ __forceinline__ void bar_arrive(int id, int threads) {
 //
 // Split-K (p.splits > 1): into slabs that split_reduce.cu adds (p.partial), or,
 // with `fix` set, reduced here: the block of slice 0 adds the other slices'
-// sums before its epilogue (SliceSums). Stream-K (fix.sk_tiles > 0): the last
-// tiles' k-steps shared evenly by the blocks, a tile's parts added the same way.
+// sums before its epilogue (SliceSums).
 //
 // kSwap (swap-AB, the hopper_swap rows): the launcher hands over the transposed product, C^T = B^T A^T
 // (p's A is the caller's B, p's M the caller's N, p's bias strides swapped), so the tile's BN columns run
@@ -540,15 +536,15 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
 
   // In-kernel split-K: the slices from the last to the first, so slice 0's block, which waits, comes last.
   const PersistentGrouped<kGroupM> sched(p.M, p.N, BM, BN, (p.K + kTileK - 1) / kTileK, p.splits, p.batch,
-                                         fix.ready != nullptr, fix.sk_tiles, static_cast<int>(gridDim.x));
+                                         fix.ready != nullptr);
 
   if (wg == 0) {
     // ---------------- producer: every tile of the block, in order; `it` is the ring position.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
     if (tid == 0) {
       int it = 0;
-      for (auto u = sched.begin(blockIdx.x); sched.valid(u); sched.next(u)) {
-        const WorkTile w = sched.at(u);
+      for (int64_t i = blockIdx.x; i < sched.count; i += gridDim.x) {
+        const WorkTile w = sched.at(i);
         const int m0 = w.tm * BM, n0 = w.tn * BN;
         const int za = a_batch ? w.batch : 0, zb = b_batch ? w.batch : 0;
         for (int kt = w.k_begin; kt < w.k_end; ++kt, ++it) {
@@ -590,8 +586,8 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
     int it = 0;   // the ring position of this tile's first k-tile
     int j = 0;    // the block's tile count so far
     int box = 0;  // the warp's staging buffer for its next TMA-store box (two alternate; one: always 0)
-    for (auto u = sched.begin(blockIdx.x); sched.valid(u); sched.next(u), ++j) {
-      const WorkTile w = sched.at(u);
+    for (int64_t i = blockIdx.x; i < sched.count; i += gridDim.x, ++j) {
+      const WorkTile w = sched.at(i);
       const int ktiles = w.k_end - w.k_begin;
       if (kPingPong && (j % 2) != c) {  // the other warpgroup's tile: only its ring slots
         it += ktiles;
@@ -672,22 +668,23 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
       for (int h = 0; h < kHalves; ++h) fence_regs(d[h]);
       if (ktiles > 0 && lane == 0) mbar_arrive(empty((it - 1) % kStages));  // the tile's last stage
       // Ping-pong: the other warpgroup may start its next tile's MMAs (if the block has one for it).
-      if (kPingPong) {
-        auto after = u;
-        sched.next(after);
-        if (sched.valid(after)) bar_arrive(kOrderBar + (1 - c), 256);
-      }
+      if (kPingPong && i + gridDim.x < sched.count) bar_arrive(kOrderBar + (1 - c), 256);
 
-      if (w.hand_over != HandOver::kNone) {
-        // Sums handed over (SliceSums): a tile's consumer threads (both warpgroups cooperative, one ping-pong),
+      if (fix.ready != nullptr) {
+        // In-kernel split-K (SliceSums): a tile's consumer threads (both warpgroups cooperative, one ping-pong),
         // each float4 of a slot at (h, q4) x threads + the thread's index, so a warp's stores and loads are
         // 512 contiguous bytes.
         constexpr int kTileThreads = kPingPong ? 128 : kConsumerWarps * 32;
         constexpr int kQuads = BN / 8;  // float4s of one m64 half's accumulators
         const int ti = (kPingPong ? 0 : c * 128) + tid % 128;
-        const auto slot = [&](int64_t s) { return reinterpret_cast<float4*>(fix.sums) + s * (BM * BN / 4) + ti; };
-        if (w.hand_over == HandOver::kGive) {
-          float4* dst = slot(w.slot);
+        const int64_t tile = static_cast<int64_t>(w.batch) * sched.per_layer +
+                             static_cast<int64_t>(w.tm) * sched.tiles_n + w.tn;
+        const auto slot = [&](int split) {
+          return reinterpret_cast<float4*>(fix.sums) +
+                 (static_cast<int64_t>(split - 1) * sched.batch * sched.per_layer + tile) * (BM * BN / 4) + ti;
+        };
+        if (w.split > 0) {
+          float4* dst = slot(w.split);
 #pragma unroll
           for (int h = 0; h < kHalves; ++h)
 #pragma unroll
@@ -695,16 +692,16 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
               __stcg(dst + (h * kQuads + q4) * kTileThreads,
                      make_float4(d[h][4 * q4], d[h][4 * q4 + 1], d[h][4 * q4 + 2], d[h][4 * q4 + 3]));
           __syncwarp();
-          if (lane == 0) arrive_release(fix.ready + w.slot);
+          if (lane == 0) arrive_release(fix.ready + tile);
           continue;
         }
-        for (int s = 0; s < w.peers; ++s) {
-          const int64_t from = w.slot + s * w.slot_step;
-          // Every lane polls, until the whole warp has seen the slot's count (a warp-uniform loop: a loop of one
-          // lane here cost the main loop its uniform registers, 4-14% of the kernel's time).
-          while (__any_sync(0xffffffffu, load_acquire(fix.ready + from) < static_cast<unsigned>(kTileThreads / 32))) {
-          }
-          const float4* src = slot(from);
+        // Every lane polls, until the whole warp has seen the count (a warp-uniform loop: a loop of one lane
+        // here cost the main loop its uniform registers, 4-14% of the kernel's time).
+        const unsigned want = static_cast<unsigned>(p.splits - 1) * (kTileThreads / 32);
+        while (__any_sync(0xffffffffu, load_acquire(fix.ready + tile) < want)) {
+        }
+        for (int s = 1; s < p.splits; ++s) {
+          const float4* src = slot(s);
 #pragma unroll
           for (int h = 0; h < kHalves; ++h)
 #pragma unroll
