@@ -355,14 +355,20 @@ def test_decode_goes_to_gemv():
 def test_decode_with_a_row_major_b(dtype):
     """x @ B with B (K, N) row-major (transformers' Conv1D) and up to 16 rows in half precision:
     gemv_mma_rowb where its 32-column tiles are one wave of 3/4 to all of the SMs, else the 64x64
-    wgmma row split over K where N >= 2048, else the rules for the tile rows."""
+    wgmma row split over K where N >= 768 (GPT-2's Conv1D projections into 768 columns, the ViT head's
+    dY @ W; below 2048 columns where K <= 2048 or the estimate splits K), else the rules for the tile rows."""
     for M, K, N in ((1, 4096, 4096), (16, 4096, 4096), (3, 14336, 4096), (1, 4096, 3200)):
         e = explain_described(*mm(M, K, N, dtype), **H200)
         assert e.kernel == "gemv_mma_rowb_16x32x64" and "one wave of 32-column tiles" in e.reason, (M, K, N, e)
-    for M, K, N in ((1, 8192, 8192), (16, 4096, 14336), (1, 768, 2304), (1, 4096, 3000)):
+    for M, K, N in ((1, 8192, 8192), (16, 4096, 14336), (1, 768, 2304), (1, 4096, 3000), (1, 3072, 768),
+                    (8, 1000, 768), (16, 2048, 1024), (4, 768, 1536)):
         e = explain_described(*mm(M, K, N, dtype), **H200)
-        assert e.kernel == "hopper_m64_64x64x64" and "N >= 2048" in e.reason, (M, K, N, e)
-    assert explain_described(*mm(1, 3072, 768, dtype), **H200).kernel.startswith("tensorcore_")
+        assert e.kernel == "hopper_m64_64x64x64" and "N >= 768" in e.reason, (M, K, N, e)
+    assert explain_described(*mm(1, 3072, 768, dtype), **H200).details["split_k"] > 1  # 12 tiles of 48 k-steps
+    # K = 2304 into 768 columns: the 64x64 wgmma row's estimate leaves it unsplit, the tile rows split it.
+    e = explain_described(*mm(8, 2304, 768, dtype), **H200)
+    assert e.kernel.startswith("tensorcore_") and e.details["split_k"] > 1, e
+    assert explain_described(*mm(1, 768, 760, dtype), **H200).kernel.startswith("tensorcore_")  # N < 768
     assert explain_described(*mm(17, 4096, 4096, dtype), **H200).kernel.startswith("hopper_")
     assert explain_described(*mm(4, 4096, 4096, dtype), **A100).kernel.startswith("tensorcore_")  # 163 KB
 

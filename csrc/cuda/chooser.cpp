@@ -497,10 +497,16 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     if (ch.cfg) return ch;
   }
 
-  // x @ B with B row-major in half precision, at most 16 rows (decoding through transformers' Conv1D): where
-  // gemv_mma_rowb's 32-column tiles make one wave of 3/4 to all of the SMs, each block streams one tile's whole
-  // K; otherwise (more tiles: whole tiles a block leave a quarter of the SMs idle; fewer: K is not split) the
-  // 64x64 wgmma row split over K where N >= 2048 (the 128x128 row's 128-row tile is mostly empty rows).
+  // x @ B with B row-major in half precision, at most 16 rows (decoding through transformers' Conv1D, a
+  // classifier head's dY @ W): where gemv_mma_rowb's 32-column tiles make one wave of 3/4 to all of the SMs,
+  // each block streams one tile's whole K; otherwise (more tiles: whole tiles a block leave a quarter of the SMs
+  // idle; fewer: K is not split) the 64x64 wgmma row split over K where N >= 768 (the 128x128 row's 128-row tile
+  // is mostly empty rows; below 2048 columns the tile rules' mma.sync 64x64 tiles, mostly unsplit, took up to
+  // twice as long). Below 2048 columns only up to K = 2048 unless the estimate splits K: a lone 64x64 block
+  // streams B at about half the pace est_ns assumes, and unsplit over K = 2304 it lost to the tile rules' split
+  // mma.sync tiles (H100: 8x2304x768 0.0081 ms vs 0.0069 for tensorcore_64x64x32 in 11 slices).
+  const KernelConfig& m64 = kConfigs[kHopperM64];
+  const auto m64_k_ok = [&] { return p.K <= 2048 || estimated_splits(m64, p, d, split_cap(m64, p)) > 1; };
   if (half && p.a.k_contiguous && !p.b.k_contiguous && aligned && p.M <= 16) {
     const int64_t t32 = tiles(p, 16, 32);
     if (4 * t32 >= 3 * sms && t32 <= sms) {
@@ -510,12 +516,16 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
                               "16x4096x4096 0.0153 vs 0.0185 and 0.0163, 1x14336x4096 0.0446 vs 0.0475 and 0.0431)");
       if (ch.cfg) return ch;
     }
-    if (p.N >= 2048) {
-      ch = pick(kHopperM64, "sm_90, half precision, at most 16 rows, B row-major (x @ B), N >= 2048: 64x64 tiles "
+    if (p.N >= 2048 || (p.N >= 768 && m64_k_ok())) {
+      ch = pick(kHopperM64, "sm_90, half precision, at most 16 rows, B row-major (x @ B), N >= 768 (below 2048: K "
+                            "<= 2048 or split): 64x64 tiles "
                             "split over K (H100, bf16, per call under CUDA graphs, B cold in L2: 1x8192x8192 0.049 "
                             "ms vs 0.056 for hopper_128x128x64 and 0.054 for gemv_mma_rowb_16x32x64, 4x4096x14336 "
                             "0.046 vs 0.047 and 0.051, 1x768x2304 0.0045 vs 0.0068 and 0.0047; cuBLAS 0.047, 0.046, "
-                            "0.0037)");
+                            "0.0037; kernel durations over a CUDA graph, 1 to 16 rows: 8x1000x768 0.0048 vs 0.0082 "
+                            "for tensorcore_64x64x32, 16x2048x1024 0.0075 vs 0.0165, 1x768x768 0.0041 vs 0.0066, "
+                            "16x768x1536 0.0047 vs 0.0070 for hopper_128x128x64, 16x4096x1024 0.0084 vs 0.0090; "
+                            "cuBLAS 0.0036, 0.0054, 0.0031, 0.0037, 0.0073)");
       if (ch.cfg) return ch;
     }
   }
