@@ -407,10 +407,24 @@ def gemm_problems(m: Model, x: Tensor) -> tuple[list[dict], list[dict]]:
     return problems, list(shapes.values())
 
 
+def paired_ms(fns: dict[str, Callable[[], object]], device: str, rep_ms: int) -> dict[str, float]:
+    """Median ms of each of fns (common.bench), measured in the order given and then in reverse, each the
+    mean of its two. A long product heats the GPU toward its power cap, so whichever is measured second runs
+    slower: on an H100, x @ W.t() 4096x2048x32000 for 200 ms each, cuBLAS first took 0.766 ms a call and
+    tilelab after it 0.831, while each alone for 3 s settled at 0.858-0.868 ms, the two alike (SM clock
+    ~1450 MHz and ~690 W either way)."""
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for order in (list(fns), list(fns)[::-1]):
+        for k in order:
+            times[k].append(common.bench(fns[k], device, warmup_ms=10, rep_ms=rep_ms))
+    return {k: sum(v) / len(v) for k, v in times.items()}
+
+
 def breakdown(m: Model, x: Tensor, modes: list[str], args) -> dict:
     """Time each unique GEMM problem of the model in isolation: act(F.linear(x, W, b)) (cuBLAS)
     vs tiled_linear(x, W, b, activation=act), forward and (train in modes) forward+backward,
-    and then the backward's two products alone (dX, dW: torch.mm vs tiled_mm, with the row picked).
+    and then the backward's two products alone (dX, dW: torch.mm vs tiled_mm, with the row picked);
+    each pair in both orders (paired_ms).
     Returns {"problems": [...], "<side>_<fwd|train>_gemm_ms_per_step": sum of count x time}."""
     dev, rep = args.device, args.gemm_rep_ms
     out = []
@@ -422,20 +436,19 @@ def breakdown(m: Model, x: Tensor, modes: list[str], args) -> dict:
         p.update(dtype=str(w.dtype).replace("torch.", ""), kernel=e.kernel, reason=e.reason)
         ref = lambda a: ACTIVATIONS[act](F.linear(a, w, b))  # noqa: E731
         til = lambda a: tilelab_torch.tiled_linear(a, w, b, activation=act)  # noqa: E731
+        fwd = {"cublas": lambda: ref(a), "tilelab": lambda: til(a)}
+        if act:  # the same product with the activation left to torch (what swap(fuse=False) runs)
+            fwd["tilelab_unfused"] = lambda: ACTIVATIONS[act](tilelab_torch.tiled_linear(a, w, b))
         with torch.no_grad():
-            p["cublas_fwd_ms"] = common.bench(lambda: ref(a), dev, warmup_ms=10, rep_ms=rep)
-            p["tilelab_fwd_ms"] = common.bench(lambda: til(a), dev, warmup_ms=10, rep_ms=rep)
-            if act:  # the same product with the activation left to torch (what swap(fuse=False) runs)
-                p["tilelab_unfused_fwd_ms"] = common.bench(
-                    lambda: ACTIVATIONS[act](tilelab_torch.tiled_linear(a, w, b)), dev, warmup_ms=10, rep_ms=rep)
+            p.update({f"{k}_fwd_ms": v for k, v in paired_ms(fwd, dev, rep).items()})
         p["fwd_ratio"] = p["cublas_fwd_ms"] / p["tilelab_fwd_ms"]
         if "train" in modes:
             ag = a.detach().requires_grad_()
             wrt = [ag, w] + ([b] if b is not None else [])
             gy = torch.randn(p["M"], p["N"], device=dev, dtype=w.dtype)
-            for side, f in (("cublas", ref), ("tilelab", til)):
-                p[f"{side}_train_ms"] = common.bench(lambda: torch.autograd.grad(f(ag), wrt, gy), dev,
-                                                     warmup_ms=10, rep_ms=rep)
+            train = {side: (lambda f=f: torch.autograd.grad(f(ag), wrt, gy))
+                     for side, f in (("cublas", ref), ("tilelab", til))}
+            p.update({f"{k}_train_ms": v for k, v in paired_ms(train, dev, rep).items()})
             p["train_ratio"] = p["cublas_train_ms"] / p["tilelab_train_ms"]
             # The backward's two products alone, in the layouts autograd hands them over, with the row
             # the dispatcher picks: dX = dY @ W, and dW = dY^T @ X (Linear) or X^T @ dY (Conv1D).
@@ -443,9 +456,9 @@ def breakdown(m: Model, x: Tensor, modes: list[str], args) -> dict:
             for g, (lhs, rhs) in (("dx", (gy, w)), ("dw", (a.t(), gy) if conv1d else (gy.t(), a))):
                 p[f"{g}_kernel"] = tilelab_torch.explain(lhs, rhs).kernel
                 with torch.no_grad():
-                    p[f"cublas_{g}_ms"] = common.bench(lambda: torch.mm(lhs, rhs), dev, warmup_ms=10, rep_ms=rep)
-                    p[f"tilelab_{g}_ms"] = common.bench(lambda: tilelab_torch.tiled_mm(lhs, rhs), dev,
-                                                        warmup_ms=10, rep_ms=rep)
+                    ms = paired_ms({"cublas": lambda: torch.mm(lhs, rhs),
+                                    "tilelab": lambda: tilelab_torch.tiled_mm(lhs, rhs)}, dev, rep)
+                p.update({f"{k}_{g}_ms": v for k, v in ms.items()})
                 p[f"{g}_ratio"] = p[f"cublas_{g}_ms"] / p[f"tilelab_{g}_ms"]
         out.append(p)
     for what in ("fwd", "train"):
@@ -473,10 +486,11 @@ def merged_products(groups: list[dict], args) -> list[dict]:
         with torch.no_grad():
             w, b = torch.cat(ws), (torch.cat(bs) if bs is not None else None)  # the merged weights, a copy
             e.update(N=int(w.shape[0]), kernel=tilelab_torch.explain(a, w.t()).kernel)
+            fns = {}
             for side, f in (("cublas", F.linear), ("tilelab", tilelab_torch.tiled_linear)):
-                e[f"{side}_apart_fwd_ms"] = common.bench(lambda: [f(a, wi, bj) for wi, bj in zip(ws, bi)],
-                                                         args.device, warmup_ms=10, rep_ms=rep)
-                e[f"{side}_merged_fwd_ms"] = common.bench(lambda: f(a, w, b), args.device, warmup_ms=10, rep_ms=rep)
+                fns[f"{side}_apart"] = lambda f=f: [f(a, wi, bj) for wi, bj in zip(ws, bi)]
+                fns[f"{side}_merged"] = lambda f=f: f(a, w, b)
+            e.update({f"{k}_fwd_ms": v for k, v in paired_ms(fns, args.device, rep).items()})
         e["ratio"] = e["cublas_apart_fwd_ms"] / e["tilelab_merged_fwd_ms"]
         out.append(e)
     return out
@@ -641,6 +655,9 @@ def main(argv: Optional[list[str]] = None) -> int:
                          "routing (cuBLAS, then each tilelab routing, then again)",
                   rounds=args.rounds,
                   logits="max_abs_diff/bitwise_equal: eval forward of the routing vs the untouched model")
+    if args.breakdown:
+        header["breakdown_timing"] = ("each product alone, do_bench median (L2 flushed) per call, the sides "
+                                      "measured in turn and then in reverse order, each the mean of its two")
     rows, bd = [], []
     t_start = time.perf_counter()
 
