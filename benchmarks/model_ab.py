@@ -477,12 +477,11 @@ def merged_products(groups: list[dict], args) -> list[dict]:
     """The projections swap(fuse=True) merges (MergedProjections; gemm_problems' groups), one entry per
     shape: the members' products apart (what cuBLAS and swap(fuse=False) run) against the one merged
     product, forward."""
-    out = []
+    out, rep = [], args.gemm_rep_ms
     for e in groups:
         ws, bs = e.pop("_w"), e.pop("_b")
         a = torch.randn(e["M"], e["K"], device=args.device, dtype=ws[0].dtype)
         bi = bs if bs is not None else [None] * len(ws)
-        rep = args.gemm_rep_ms
         with torch.no_grad():
             w, b = torch.cat(ws), (torch.cat(bs) if bs is not None else None)  # the merged weights, a copy
             e.update(N=int(w.shape[0]), kernel=tilelab_torch.explain(a, w.t()).kernel)

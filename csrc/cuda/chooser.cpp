@@ -420,7 +420,7 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   // to 2 on gemv where N >= 2K (4x4096x14336 on gemv_split: 0.102 ms against 0.095 on the TF32 tile, H100).
   // The measurements in the reasons: per call under CUDA graphs, W cold in L2 and x hot (as a model's
   // activation is).
-  const bool k_cont = p.a.k_contiguous && p.b.k_contiguous;
+  const bool k_cont = p.a.k_contiguous && p.b.k_contiguous;  // x @ W.t(); the hopper rules below read it too
   const bool fp32 = p.dtype == c10::ScalarType::Float;
   if (half && k_cont && p.M <= 16 && aligned) {
     ch = pick(kGemvMma, "half precision, M <= 16 with k-contiguous, 16-byte aligned operands (x @ W.t()): swap-AB "
@@ -573,7 +573,7 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // 64x768x50257 0.0345 vs 0.0387 for hopper_m64_64x64x64; 512x768x50257 0.141 vs 0.176; 128x2048x32001
     // 0.0620 vs 0.0662; cuBLAS 0.128, 0.153, 0.415, 0.165. With the rows aligned, 128x768x50256, it lost: 0.0361
     // vs 0.0344 for hopper_pingpong_128x128x64).
-    if (half && p.a.k_contiguous && p.b.k_contiguous && p.M > 16 && p.M <= 512 && !c_rows_aligned16(p)) {
+    if (half && k_cont && p.M > 16 && p.M <= 512 && !c_rows_aligned16(p)) {
       ch = pick(kHopperSwap, "sm_90, up to 512 rows of x @ W.t() into rows that are not 16-byte aligned: swap-AB "
                              "tiles, whose stores run along C's rows (H100, bf16, kernel durations: 128x768x50257 "
                              "0.0434 ms vs 0.0645 for hopper_pingpong_128x128x64, 512x768x50257 0.141 vs 0.176 for "
@@ -645,7 +645,7 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // 3136x3072x768 0.0266 vs 0.0261), nor for other layouts: on weight gradients the H100 and H200 order
     // 128x160 and 128x192 differently (the note above).
     const int64_t w160 = work(160);
-    if (half && p.a.k_contiguous && p.b.k_contiguous && ksteps <= 48 && p.N >= 2048 && tiles128 >= sms &&
+    if (half && k_cont && ksteps <= 48 && p.N >= 2048 && tiles128 >= sms &&
         10 * w160 <= 9 * std::min({w128, w192, w256})) {
       std::ostringstream why;
       why << "sm_90, x @ W.t() over " << ksteps << " k-steps of 64: " << w160 / std::min<int64_t>(160, p.N)
@@ -671,9 +671,8 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // an SM on 128x128 against 768, 0.0279 ms vs 0.0321 + bias, H100). Over K = 2048 128x256 kept its lead
     // (1576x2048x6144 0.0675 ms vs 0.0691).
     const int64_t tail256 = tiles256 % sms;
-    const bool w128_wins = 5 * w128 <= 4 * w256 || (p.a.k_contiguous && p.b.k_contiguous && ksteps <= 16 &&
-                                                    w128 <= w256 && tiles256 < 3 * sms && tail256 != 0 &&
-                                                    2 * tail256 < sms);
+    const bool w128_wins = 5 * w128 <= 4 * w256 || (k_cont && ksteps <= 16 && w128 <= w256 && tiles256 < 3 * sms &&
+                                                    tail256 != 0 && 2 * tail256 < sms);
     if (half && ksteps >= 8 && ksteps <= 48 && tiles128 >= sms && (!n_fits_256 || w128_wins)) {
       std::ostringstream why;
       why << "sm_90, K of 8 to 48 steps of 64, a wave of 128x128 tiles, and "
