@@ -37,7 +37,9 @@ forward and forward+backward), its count per step and its share of the step's GE
 with the train mode also the backward's two products alone (dx_*, dw_*: torch.mm vs
 tiled_mm in autograd's layouts, and the row the dispatcher picks for each). The problems
 are each module's own (as swap(fuse=False) runs them); `merged` lists the projections
-swap(fuse=True) runs as one product, timed apart and merged on both sides.
+swap(fuse=True) runs as one product, timed apart and merged on both sides; `gated` the
+gated MLPs it runs as one tiled_gated_linear, against cuBLAS's two products, activation
+and multiply (and against tilelab's products apart).
 
 Examples:
     python benchmarks/model_ab.py                        # GPU: the default set (~4 min a round on an H200)
@@ -63,6 +65,7 @@ from torch import Tensor, nn
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 from common import tilelab_torch  # noqa: E402
+from tilelab_torch.nn import TiledGatedMLP  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 MODELS = ("gpt2", "llama", "vit")
@@ -357,10 +360,11 @@ def _is_linear(mod: nn.Module) -> bool:
     return isinstance(mod, nn.Linear) or type(mod).__name__ == "Conv1D"
 
 
-def gemm_problems(m: Model, x: Tensor) -> tuple[list[dict], list[dict]]:
+def gemm_problems(m: Model, x: Tensor) -> tuple[list[dict], list[dict], list[dict]]:
     """Every Linear/Conv1D call of one eval forward of the untouched model, grouped by
     problem (M, K, N, bias, activation after swap(fuse=True), weight layout), in call order;
-    and the groups of projections swap(fuse=True) merges, grouped by shape (M, K, parts, bias)."""
+    the groups of projections swap(fuse=True) merges, grouped by shape (M, K, parts, bias);
+    and the gated MLPs whose gate and up products it runs as one tiled_gated_linear, by shape (M, K, N)."""
     calls = []
     hooks = [mod.register_forward_pre_hook(lambda mod, a, name=name: calls.append((name, a[0].shape)))
              for name, mod in m.module.named_modules() if _is_linear(mod)]
@@ -377,6 +381,9 @@ def gemm_problems(m: Model, x: Tensor) -> tuple[list[dict], list[dict]]:
         # each merged group once (its members share it): the members' qualified names
         merged = {id(mod.merged): [name.rpartition(".")[0] + "." * ("." in name) + n for n in mod.merged.names]
                   for name, mod in m.module.named_modules() if getattr(mod, "merged", None) is not None}
+        # each gated MLP: its gate and up layers' qualified names, and the activation
+        gated = [([f"{name}.{n}" for n in mod.names[:2]], mod.activation)
+                 for name, mod in m.module.named_modules() if isinstance(mod, TiledGatedMLP)]
     groups: dict = {}
     rows: dict = {}  # each called module's M
     for name, shape in calls:
@@ -404,7 +411,17 @@ def gemm_problems(m: Model, x: Tensor) -> tuple[list[dict], list[dict]]:
                                     "_b": [lin.bias for lin in lins] if has_bias else None})
         e["count"] += 1
         e["modules"].append("+".join(names))
-    return problems, list(shapes.values())
+    gshapes: dict = {}
+    for names, act in gated:
+        if names[0] not in rows:
+            continue
+        gate, up = mods[names[0]], mods[names[1]]
+        key = (rows[names[0]], gate.in_features, gate.out_features, act)
+        e = gshapes.setdefault(key, {"M": key[0], "K": key[1], "N": key[2], "activation": act, "count": 0,
+                                     "modules": [], "_w": (gate.weight, up.weight)})
+        e["count"] += 1
+        e["modules"].append("+".join(names))
+    return problems, list(shapes.values()), list(gshapes.values())
 
 
 def paired_ms(fns: dict[str, Callable[[], object]], device: str, rep_ms: int) -> dict[str, float]:
@@ -428,7 +445,7 @@ def breakdown(m: Model, x: Tensor, modes: list[str], args) -> dict:
     Returns {"problems": [...], "<side>_<fwd|train>_gemm_ms_per_step": sum of count x time}."""
     dev, rep = args.device, args.gemm_rep_ms
     out = []
-    problems, merged = gemm_problems(m, x)
+    problems, merged, gated = gemm_problems(m, x)
     for p in problems:
         w, b, act = p.pop("_w"), p.pop("_b"), p["activation"]
         a = torch.randn(p["M"], p["K"], device=dev, dtype=w.dtype)
@@ -470,7 +487,7 @@ def breakdown(m: Model, x: Tensor, modes: list[str], args) -> dict:
     totals = {f"{side}_{what}_gemm_ms_per_step": sum(p[f"{side}_{what}_ms"] * p["count"] for p in out)
               for side in ("cublas", "tilelab") for what in ("fwd", "train") if f"{side}_{what}_ms" in out[0]}
     return {"problems": sorted(out, key=lambda p: -p["share_fwd_tilelab"]), "merged": merged_products(merged, args),
-            **totals}
+            "gated": gated_products(gated, args), **totals}
 
 
 def merged_products(groups: list[dict], args) -> list[dict]:
@@ -495,6 +512,29 @@ def merged_products(groups: list[dict], args) -> list[dict]:
     return out
 
 
+def gated_products(groups: list[dict], args) -> list[dict]:
+    """The gated MLPs swap(fuse=True) runs as one tiled_gated_linear (TiledGatedMLP; gemm_problems' groups),
+    one entry per shape, forward: act(x @ Wg^T) * (x @ Wu^T) as cuBLAS's two products with torch's activation
+    and multiply, as swap(fuse=False)'s and swap(fuse=True)'s tilelab products (the activation fused into the
+    first) with torch's multiply, and as the one op."""
+    out, rep = [], args.gemm_rep_ms
+    for e in groups:
+        wg, wu = e.pop("_w")
+        act, f_act = e["activation"], ACTIVATIONS[e["activation"]]
+        a = torch.randn(e["M"], e["K"], device=args.device, dtype=wg.dtype)
+        e["kernel"] = tilelab_torch.explain_gated(a, wg, wu, activation=act).kernel
+        til = tilelab_torch.tiled_linear
+        fns = {"cublas": lambda: f_act(F.linear(a, wg)) * F.linear(a, wu),
+               "tilelab_unfused": lambda: f_act(til(a, wg)) * til(a, wu),
+               "tilelab_apart": lambda: til(a, wg, activation=act) * til(a, wu),
+               "tilelab_gated": lambda: tilelab_torch.tiled_gated_linear(a, wg, wu, activation=act)}
+        with torch.no_grad():
+            e.update({f"{k}_fwd_ms": v for k, v in paired_ms(fns, args.device, rep).items()})
+        e["ratio"] = e["cublas_fwd_ms"] / e["tilelab_gated_fwd_ms"]
+        out.append(e)
+    return out
+
+
 # -------------------------------------------------------------------- main
 def logit_check(m: Model, x: Tensor) -> dict:
     """Per tilelab routing: max |logits - cuBLAS logits|, bitwise equality, the SwapReport's
@@ -507,7 +547,7 @@ def logit_check(m: Model, x: Tensor) -> dict:
             try:
                 with routed(m.module, r) as rep:
                     y = m.logits(x)
-                    counts = {k: len(getattr(rep, k)) for k in ("swapped", "fused", "merged", "left")}
+                    counts = {k: len(getattr(rep, k)) for k in ("swapped", "fused", "merged", "gated", "left")}
                 out[r] = {"max_abs_diff": (y.float() - ref.float()).abs().max().item(),
                           "bitwise_equal": torch.equal(y, ref), **counts}
                 del y
@@ -597,6 +637,13 @@ def print_breakdown(entry: dict) -> None:
             ("cuBLAS apart", "cublas_apart_fwd_ms", ".4f"), ("cuBLAS merged", "cublas_merged_fwd_ms", ".4f"),
             ("tilelab apart", "tilelab_apart_fwd_ms", ".4f"), ("tilelab merged", "tilelab_merged_fwd_ms", ".4f"),
             ("ratio", "ratio", ".3f"), ("first", "first", "")])
+    if entry.get("gated"):
+        print("\nGated MLPs (swap(fuse=True); ratio = cuBLAS / tilelab gated):")
+        common.print_table([dict(e, first=e["modules"][0]) for e in entry["gated"]], [
+            ("M", "M", "d"), ("K", "K", "d"), ("N", "N", "d"), ("act", "activation", ""), ("x/step", "count", "d"),
+            ("kernel", "kernel", ""), ("cuBLAS", "cublas_fwd_ms", ".4f"),
+            ("tilelab unfused", "tilelab_unfused_fwd_ms", ".4f"), ("tilelab apart", "tilelab_apart_fwd_ms", ".4f"),
+            ("tilelab gated", "tilelab_gated_fwd_ms", ".4f"), ("ratio", "ratio", ".3f"), ("first", "first", "")])
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -53,6 +53,12 @@ at::Tensor linear_autocast(const at::Tensor& x, const at::Tensor& weight, const 
   return op_linear().call(cast<D>(x), cast<D>(weight), b, activation, variant, tile);
 }
 
+template <c10::DeviceType D>
+at::Tensor gated_autocast(const at::Tensor& x, const at::Tensor& w_gate, const at::Tensor& w_up, Opt activation) {
+  const auto guard = no_autocast<D>();
+  return op_gated().call(cast<D>(x), cast<D>(w_gate), cast<D>(w_up), activation);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(tilelab, AutocastCUDA, m) {
@@ -60,6 +66,7 @@ TORCH_LIBRARY_IMPL(tilelab, AutocastCUDA, m) {
   m.impl("tiled_bmm", &bmm_autocast<c10::DeviceType::CUDA>);
   m.impl("tiled_addmm", &addmm_autocast<c10::DeviceType::CUDA>);
   m.impl("tiled_linear", &linear_autocast<c10::DeviceType::CUDA>);
+  m.impl("tiled_gated_linear", &gated_autocast<c10::DeviceType::CUDA>);
 }
 
 TORCH_LIBRARY_IMPL(tilelab, AutocastCPU, m) {
@@ -67,6 +74,7 @@ TORCH_LIBRARY_IMPL(tilelab, AutocastCPU, m) {
   m.impl("tiled_bmm", &bmm_autocast<c10::DeviceType::CPU>);
   m.impl("tiled_addmm", &addmm_autocast<c10::DeviceType::CPU>);
   m.impl("tiled_linear", &linear_autocast<c10::DeviceType::CPU>);
+  m.impl("tiled_gated_linear", &gated_autocast<c10::DeviceType::CPU>);
 }
 
 }  // namespace tilelab

@@ -1,4 +1,4 @@
-// Autograd for the four ops, in C++ (the Autograd dispatch key): a Python
+// Autograd for the ops, in C++ (the Autograd dispatch key): a Python
 // rule (torch.library.register_autograd) runs Python on every call, which cost
 // ~30 us per call with an input that requires grad, against torch.mm's ~5.
 //
@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 
+#include "gated.h"
 #include "gemm.h"
 #include "op_handles.h"
 
@@ -175,6 +176,20 @@ at::Tensor linear_autograd(const at::Tensor& x, const at::Tensor& weight, const 
   return linear_output(torch_activation(y, act, /*in_place=*/false), x, weight.size(0));
 }
 
+// tiled_gated_linear: without a gradient to record, the backend's kernel (on CUDA one fused kernel where it
+// can). With one, the composed form of recorded ops (gated.h): two tiled_linear calls, each saving what its
+// own backward needs, and their product -- exactly what the unfused MLP records, so training pays nothing
+// for the op and gains nothing from it.
+at::Tensor gated_autograd(const at::Tensor& x, const at::Tensor& w_gate, const at::Tensor& w_up, Variant activation) {
+  if (!records({&x, &w_gate, &w_up})) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    return op_gated().call(x, w_gate, w_up, activation);
+  }
+  check_gated_inputs(x, w_gate, w_up, activation);
+  return linear_autograd(x, w_gate, std::nullopt, activation, std::nullopt, std::nullopt) *
+         linear_autograd(x, w_up, std::nullopt, std::nullopt, std::nullopt, std::nullopt);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(tilelab, Autograd, m) {
@@ -182,6 +197,7 @@ TORCH_LIBRARY_IMPL(tilelab, Autograd, m) {
   m.impl("tiled_bmm", &bmm_autograd);
   m.impl("tiled_addmm", &addmm_autograd);
   m.impl("tiled_linear", &linear_autograd);
+  m.impl("tiled_gated_linear", &gated_autograd);
 }
 
 }  // namespace tilelab

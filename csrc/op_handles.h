@@ -1,5 +1,5 @@
 #pragma once
-// Typed handles of the four ops, for the C++ that calls them again through the
+// Typed handles of the ops, for the C++ that calls them again through the
 // dispatcher (autograd.cpp below autograd, autocast.cpp below autocast): their
 // C++ signatures, written once beside the schemas' order of arguments (ops.cpp).
 #include <ATen/ATen.h>
@@ -16,6 +16,8 @@ using ProductOp = at::Tensor(const at::Tensor&, const at::Tensor&, OptStr, OptIn
 using AddmmOp = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, OptStr, OptInt);
 using LinearOp = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, OptStr, OptStr,
                             OptInt);
+
+using GatedOp = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, OptStr);  // tiled_gated_linear
 
 template <typename Sig>
 c10::TypedOperatorHandle<Sig> find_op(const char* name) {
@@ -37,6 +39,11 @@ inline const c10::TypedOperatorHandle<AddmmOp>& op_addmm() {
 }
 inline const c10::TypedOperatorHandle<LinearOp>& op_linear() {
   static const auto op = find_op<LinearOp>("tilelab::tiled_linear");
+  return op;
+}
+
+inline const c10::TypedOperatorHandle<GatedOp>& op_gated() {
+  static const auto op = find_op<GatedOp>("tilelab::tiled_gated_linear");
   return op;
 }
 

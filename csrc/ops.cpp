@@ -75,6 +75,8 @@ TORCH_LIBRARY(tilelab, m) {
   // applies it, else right after the product (README: "Where the activation is applied").
   m.def("tiled_linear(Tensor x, Tensor weight, Tensor? bias=None, *, str? activation=None, str? variant=None, "
         "int? tile=None) -> Tensor");
+  // act(x @ w_gate.t()) * (x @ w_up.t()), both weights (N, K): a gated MLP's first half (csrc/gated.h).
+  m.def("tiled_gated_linear(Tensor x, Tensor w_gate, Tensor w_up, *, str? activation=\"silu\") -> Tensor");
   // Which kernel tiled_mm (2-D inputs) or tiled_bmm (3-D) would run, and why (JSON).
   m.def("_explain(Tensor a, Tensor b, *, str? variant=None, int? tile=None) -> str");
   // The tune cache's key of a product (tilelab_torch.tune); any device.

@@ -94,6 +94,13 @@ def test_smoke_cpu(tmp_path):
             assert e["N"] == sum(e["parts"]) and len(e["parts"]) == 3 and e["kernel"] == "cpu"
             assert math.isclose(e["ratio"], e["cublas_apart_fwd_ms"] / e["tilelab_merged_fwd_ms"], rel_tol=1e-9)
             assert all(e[f"{side}_{how}_fwd_ms"] > 0 for side in ("cublas", "tilelab") for how in ("apart", "merged"))
+        # Llama's gated MLPs run as one tiled_gated_linear a layer: timed against cuBLAS's products and multiply
+        assert row["gated"] == (2 if b["model"] == "llama" else 0)
+        assert sum(e["count"] for e in b["gated"]) == row["gated"]
+        for e in b["gated"]:
+            assert e["activation"] == "silu" and e["kernel"] == "composed" and len(e["modules"]) == e["count"]
+            assert math.isclose(e["ratio"], e["cublas_fwd_ms"] / e["tilelab_gated_fwd_ms"], rel_tol=1e-9)
+            assert all(e[f"{k}_fwd_ms"] > 0 for k in ("cublas", "tilelab_unfused", "tilelab_apart", "tilelab_gated"))
         assert len({(p["M"], p["K"], p["N"], p["activation"], p["weight_layout"], p["bias"]) for p in probs}) \
             == len(probs)
         for what in ("fwd", "train"):

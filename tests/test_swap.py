@@ -82,6 +82,8 @@ def test_transformers_swap_matches(kind, dtype, fuse):
     assert report.swapped == swapped
     assert report.fused == ([(name, act) for name in fused] if fuse else [])
     assert report.left == []
+    # Llama's gated MLPs: gate_proj and up_proj as one tiled_gated_linear (test_gated.py)
+    assert report.gated == (layers("model.layers.{i}.{name}", ["mlp"]) if fuse and kind == "llama" else [])
     assert sum(isinstance(m, (TiledLinear, TiledConv1D)) for m in model.modules()) == len(swapped)
     assert sum(isinstance(m, FusedActivation) for m in model.modules()) == (len(fused) if fuse else 0)
     assert list(model.state_dict()) == keys
@@ -127,7 +129,7 @@ def test_unswap_restores_the_original_objects(kind):
         y0 = model(ids()).logits
     report = swap(model)
     assert dict(model.named_modules()).keys() == before.keys()
-    assert unswap(model) == len(report.swapped) + len(report.fused)
+    assert unswap(model) == len(report.swapped) + len(report.fused) + len(report.gated)
     after = dict(model.named_modules())
     assert after.keys() == before.keys() and all(after[k] is before[k] for k in before)
     with torch.no_grad():
@@ -350,7 +352,7 @@ class BertSelfAttention(nn.Module):
 
 
 class ProductCount(torch.utils._python_dispatch.TorchDispatchMode):
-    """The tiled_linear calls below it, by output width."""
+    """The tiled_linear calls below it, by output width (a tiled_gated_linear call: "N+N")."""
 
     def __init__(self):
         super().__init__()
@@ -359,6 +361,8 @@ class ProductCount(torch.utils._python_dispatch.TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func is torch.ops.tilelab.tiled_linear.default:
             self.widths.append(args[1].shape[0])
+        elif func is torch.ops.tilelab.tiled_gated_linear.default:
+            self.widths.append(f"{args[1].shape[0]}+{args[2].shape[0]}")
         return func(*args, **(kwargs or {}))
 
 
@@ -508,8 +512,9 @@ def test_transformers_projections_merged(kind):
     with ProductCount() as count, torch.no_grad():
         torch.testing.assert_close(out(model), ref, rtol=1e-5, atol=1e-5)
     # the products' widths in call order: one merged q/k/v product a layer (q 64 + k 32 + v 32 wide), and
-    # no projection of q, k or v alone (Mixtral's experts and router are not nn.Linear layers: attention only)
-    layer = {"bert": [96, 32, 64, 32], "mixtral": [128, 64]}.get(kind, [128, 64, 96, 96, 64])
+    # no projection of q, k or v alone (Mixtral's experts and router are not nn.Linear layers: attention only);
+    # the gated MLPs' gate and up products as one tiled_gated_linear
+    layer = {"bert": [96, 32, 64, 32], "mixtral": [128, 64]}.get(kind, [128, 64, "96+96", 64])
     assert count.widths == 2 * layer + ([32] if kind == "bert" else [100]), count.widths  # BERT's pooler, lm_head
 
 

@@ -1,6 +1,7 @@
 """Drop tilelab under model code: swap/unswap, TiledLinear, TiledConv1D and use_tiled.
 
-    report = swap(model)                  # nn.Linear, Conv1D -> tilelab, Linear+GELU/SiLU fused, q/k/v merged
+    report = swap(model)                  # nn.Linear, Conv1D -> tilelab, Linear+GELU/SiLU fused, q/k/v merged,
+                                          # gated MLPs' gate and up products as one kernel
     print(report)                         # what was swapped, fused and left alone (and why)
     unswap(model)                         # the original modules back
     with use_tiled() as mode:             # torch.matmul/mm/bmm/addmm/F.linear/@ -> tilelab
@@ -279,6 +280,89 @@ class MergedProjections:
         return y
 
 
+# -------------------------------------------------------------------- gated MLPs
+_PLAIN = (Tensor, nn.Parameter)  # a weight's class when it is no tensor subclass
+
+
+class TiledGatedMLP(nn.Module):
+    """Stands where a gated MLP block was after :func:`swap` (:data:`GATED`: Llama-style
+    ``down(act(gate(x)) * up(x))``): ``down(tiled_gated_linear(x, gate.weight, up.weight))``,
+    the gate and up products in one kernel that never writes them (see
+    :func:`~tilelab_torch.tiled_gated_linear`; with a gradient to record, the same ops as before).
+
+    It holds the block's own submodules under their names (``state_dict`` keys and parameters
+    are the block's) and reads any other attribute from the block it replaced
+    (:func:`unswap` puts that block back). An input or weight that is a tensor subclass (a
+    DTensor under tensor parallelism: the op has no sharding rule) takes the layers' own calls.
+    """
+
+    def __init__(self, block: nn.Module, names: tuple[str, str, str, str]):
+        super().__init__()
+        self.names = names
+        for n in names:
+            setattr(self, n, getattr(block, n))
+        self.activation = getattr(block, names[0]).activation
+        object.__setattr__(self, _ORIGINAL, block)
+        self.train(block.training)
+
+    def __getattr__(self, name: str) -> Any:  # the block's attributes (config, sizes) stay readable
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            original = self.__dict__.get(_ORIGINAL)
+            if original is None:
+                raise
+            return getattr(original, name)
+
+    def forward(self, x: Tensor) -> Tensor:
+        mods = self._modules
+        gate, up, down = mods[self.names[0]], mods[self.names[1]], mods[self.names[2]]
+        wg, wu = gate.weight, up.weight
+        if x.__class__ is Tensor and wg.__class__ in _PLAIN and wu.__class__ in _PLAIN:
+            h = torch.ops.tilelab.tiled_gated_linear.default(x, wg, wu, activation=self.activation)
+        else:  # a tensor subclass (DTensor under tensor parallelism): the layers' own calls, as the block made them
+            h = gate(x) * up(x)
+        return down(h)
+
+    def extra_repr(self) -> str:
+        return f"{self.names[0]} and {self.names[1]} as one tiled_gated_linear (activation={self.activation!r})"
+
+
+def _gate(model: nn.Module, name: str, block: nn.Module, names: tuple[str, str, str, str]) -> tuple[bool, str]:
+    """Replace the gated MLP ``block`` (at ``name`` in ``model``) by a :class:`TiledGatedMLP` if its gate and
+    up layers can run as one tiled_gated_linear and the block's output stays the same on a probe.
+    Returns (replaced, why not; "" where the activation was not fused: `left` has that reason)."""
+    g, u, _, a = names
+    gate, up = getattr(block, g, None), getattr(block, u, None)
+    if not isinstance(getattr(block, a, None), FusedActivation) or not isinstance(gate, TiledLinear):
+        return False, ""  # the activation was not fused: `left` says why
+    if not isinstance(up, TiledLinear) or up.activation is not None or up.merged is not None:
+        return False, f"{u} is not a swapped linear layer without an activation"
+    if gate.bias is not None or up.bias is not None:
+        return False, f"{g} or {u} has a bias"
+    if any(m.variant is not None or m.tile is not None for m in (gate, up)):
+        return False, "a kernel is forced (variant/tile): each layer keeps it"
+    if gate.weight.shape != up.weight.shape or gate.weight.dtype != up.weight.dtype \
+            or gate.weight.device != up.weight.device:
+        return False, f"{g} and {u} differ in shape, dtype or device"
+    if set(block._modules) != set(names):
+        return False, "the block has submodules besides " + ", ".join(names)
+    if gate.weight.device.type == "meta":
+        return False, "meta tensors: the replacement cannot be checked"
+    parent = model.get_submodule(name.rpartition(".")[0]) if "." in name else model
+    cname = name.rpartition(".")[2]
+    if parent._modules.get(cname) is not block:
+        return False, "the block is not its parent's child of that name"
+    new = TiledGatedMLP(block, names)
+    x = _probe(5, gate.in_features, gate.weight)
+    with _evaluating(block), torch.no_grad():
+        why = _mismatch(new(x), block(x), None, None)
+    if why is not None:
+        return False, f"running {g} and {u} as one product changes the block's output: {why}"
+    setattr(parent, cname, new)
+    return True, ""
+
+
 # ---------------------------------------------------------------- swap / unswap
 #: Known MLP blocks, by class name: (the linear layer, the activation applied to
 #: its output and to nothing else). The activation can run in that layer's epilogue.
@@ -290,6 +374,12 @@ FUSABLE: dict[str, tuple[str, str]] = {
     **{name: ("gate_proj", "act_fn") for name in (
         "LlamaMLP", "MistralMLP", "Qwen2MLP", "Qwen3MLP", "GemmaMLP", "Gemma2MLP", "Olmo2MLP", "GraniteMLP")},
 }
+
+#: Gated MLP blocks, by class name: (gate, up, down, activation) of ``down(act(gate(x)) * up(x))``. With
+#: ``fuse``, once the activation is fused into the gate layer, swap runs gate and up as one
+#: ``tiled_gated_linear`` (:class:`TiledGatedMLP`).
+GATED: dict[str, tuple[str, str, str, str]] = {
+    name: ("gate_proj", "up_proj", "down_proj", "act_fn") for name, (lin, _) in FUSABLE.items() if lin == "gate_proj"}
 
 #: Known attention blocks, by class name: the linear layers the block calls one after the
 #: other on the same input (its query, key and value projections). With ``fuse``, swap runs
@@ -328,19 +418,22 @@ TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
 class SwapReport:
     """What :func:`swap` did. ``swapped``: qualified names of the replaced modules;
     ``fused``: ``(linear layer, activation)`` pairs; ``merged``: the groups of linear
-    layers that run as one product (:class:`MergedProjections`); ``left``: ``(name, reason)``
-    for linear-like modules, activations and groups it left as they were."""
+    layers that run as one product (:class:`MergedProjections`); ``gated``: the gated MLP
+    blocks replaced by a :class:`TiledGatedMLP`; ``left``: ``(name, reason)`` for linear-like
+    modules, activations, groups and blocks it left as they were."""
 
     swapped: list[str] = field(default_factory=list)
     fused: list[tuple[str, str]] = field(default_factory=list)
     merged: list[tuple[str, ...]] = field(default_factory=list)
     left: list[tuple[str, str]] = field(default_factory=list)
+    gated: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
         acts = collections.Counter(a for _, a in self.fused)
         s = (f"swapped {len(self.swapped)} modules, fused {len(self.fused)} activations"
              + (" (" + ", ".join(f"{a} x{n}" for a, n in acts.items()) + ")" if acts else "")
              + (f", merged {len(self.merged)} groups" if self.merged else "")
+             + (f", gated {len(self.gated)} MLPs" if self.gated else "")
              + f", left {len(self.left)}")
         return "\n  ".join([s] + [f"left {name or '<root>'}: {why}" for name, why in self.left])
 
@@ -581,7 +674,9 @@ def swap(model: nn.Module, *, fuse: bool = True, variant: Optional[str] = None, 
       query, key and value projections of a known attention block (:data:`MERGEABLE`:
       Llama, Mistral, Mixtral, Qwen2/3, Gemma 1/2, OLMo 2, Granite, BERT) run as one
       product on their weights laid back to back in one buffer (:class:`MergedProjections`;
-      each Parameter object stays, as a view of that buffer, until :func:`unswap`).
+      each Parameter object stays, as a view of that buffer, until :func:`unswap`). And a
+      Llama-style gated MLP (:data:`GATED`) whose activation was fused becomes a
+      :class:`TiledGatedMLP`: its gate and up products run as one ``tiled_gated_linear``.
     - state_dict keys do not change.
     - ``variant``/``tile`` force a kernel for every swapped module, as for :func:`tiled_mm`.
     - ``sample`` (a tensor, a tuple of positional inputs or a dict of keyword inputs):
@@ -645,6 +740,13 @@ def swap(model: nn.Module, *, fuse: bool = True, variant: Optional[str] = None, 
                     report.merged.append(tuple(prefix + n for n in names))
                 elif why:
                     report.left.append((prefix + names[0], why))
+            gated = GATED.get(type(module).__name__)
+            if gated is not None and name:
+                replaced, why = _gate(model, name, module, gated)
+                if replaced:
+                    report.gated.append(name)
+                elif why:
+                    report.left.append((name, why))
     if sample is not None:
         with _evaluating(model):
             why = _mismatch(_call(model, sample), ref, rtol, atol)
@@ -660,10 +762,21 @@ def unswap(model: nn.Module) -> int:
 
     The originals get the replacements' current parameters and training mode; the
     parameters of merged projections get buffers of their own again (a copy).
-    Returns how many modules it restored: the swapped layers plus the fused
-    activations (``len(report.swapped) + len(report.fused)``).
+    Returns how many modules it restored: the swapped layers, the fused activations and
+    the gated MLP blocks (``len(report.swapped) + len(report.fused) + len(report.gated)``).
     """
     restored = set()
+    # Gated MLP blocks first: their submodules go back into the block they came from, where the loop below
+    # finds them.
+    for _, parent in list(model.named_modules()):
+        for cname, child in list(parent.named_children()):
+            if isinstance(child, TiledGatedMLP):
+                original = child.__dict__[_ORIGINAL]
+                for n in child.names:
+                    setattr(original, n, child._modules[n])
+                original.train(child.training)
+                setattr(parent, cname, original)
+                restored.add(id(child))
     for _, parent in list(model.named_modules()):
         for cname, child in list(parent.named_children()):
             original = child.__dict__.get(_ORIGINAL)

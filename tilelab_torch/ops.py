@@ -117,6 +117,45 @@ def tiled_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, ac
     return torch.ops.tilelab.tiled_linear.default(x, weight, bias, activation=activation, variant=variant, tile=tile)
 
 
+def tiled_gated_linear(x: Tensor, w_gate: Tensor, w_up: Tensor, *, activation: Optional[str] = "silu") -> Tensor:
+    """``act(F.linear(x, w_gate)) * F.linear(x, w_up)``: the first half of a gated MLP
+    (Llama's ``act_fn(gate_proj(x)) * up_proj(x)``; ``"silu"``: SwiGLU, ``"gelu"``/``"gelu_tanh"``: GeGLU).
+
+    Args:
+        x: ``(..., K)``, any leading dims (viewed as ``(rows, K)``).
+        w_gate, w_up: ``(N, K)`` each, of one shape, dtype and device (``nn.Linear`` weights, no bias).
+        activation: applied to the gate product, as for :func:`tiled_linear` (``None``: the bilinear GLU).
+
+    Returns:
+        A new ``(..., N)`` tensor. On an H100/H200 (an sm_90a build) with float16/bfloat16
+        operands whose rows are 16-byte aligned and k-contiguous (row-major x and weights, K and N
+        multiples of 8), one kernel computes both products: each stage of its pipeline holds the
+        same rows of both weights, one wgmma per k-step multiplies x by both, and the epilogue
+        takes ``act(gate) * up`` in fp32 and rounds once. The
+        ``(..., N)`` gate and up products are never written. Elsewhere it runs composed: two
+        :func:`tiled_linear` calls (the activation fused into the first) and their product, each
+        rounded to the dtype, as the unfused MLP computes it. :func:`explain_gated` says which.
+        Differentiable: with a gradient to record it always runs composed (each product saves
+        what its backward needs, as ``nn.Linear`` does), so training gains nothing from the
+        fused kernel and loses nothing to it; double backward works. Under autocast, cast like
+        ``F.linear``.
+    """
+    return torch.ops.tilelab.tiled_gated_linear.default(x, w_gate, w_up, activation=activation)
+
+
+def explain_gated(x: Tensor, w_gate: Tensor, w_up: Tensor, *, activation: Optional[str] = "silu",
+                  sm: Optional[int] = None, num_sms: Optional[int] = None) -> Explanation:
+    """Whether :func:`tiled_gated_linear` runs the fused kernel on these operands (and on which
+    tiles) or the composed form, and why. CUDA tensors: on their device. CPU tensors: the CPU's
+    composed form, or with ``sm`` and ``num_sms`` the choice on such a GPU (``torch.empty`` operands
+    describe it, as for :func:`explain_described`). Needs a CUDA build of tilelab."""
+    if not built_with_cuda():
+        raise RuntimeError("tilelab: explain_gated needs a CUDA build of tilelab (this one is CPU-only)")
+    d = json.loads(torch.ops.tilelab._explain_gated(x, w_gate, w_up, activation=activation, sm=sm,
+                                                    num_sms=num_sms))
+    return Explanation(kernel=d["kernel"], reason=d["reason"], details=d)
+
+
 # ---------------------------------------------------------------- fake kernels
 # The same rules, in the same words, as check_gemm_inputs in csrc/gemm.h: one
 # helper per rule, shared by the three ops.
@@ -205,6 +244,19 @@ def _tiled_linear_fake(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
                      lambda: f"tilelab::tiled_linear: bias must have shape ({N},), got {list(bias.shape)}")
         _check_bias("tiled_linear", bias, x, 1, N)
     return x.new_empty((*x.shape[:-1], N))
+
+
+@torch.library.register_fake("tilelab::tiled_gated_linear")
+def _tiled_gated_linear_fake(x: Tensor, w_gate: Tensor, w_up: Tensor, *, activation: Optional[str] = "silu") -> Tensor:
+    torch._check(activation is None or activation in ACTIVATIONS,
+                 lambda: f"tilelab::tiled_gated_linear: unknown activation {activation!r}; valid: "
+                         + ", ".join(repr(a) for a in ACTIVATIONS) + " (or None)")
+    torch._check(w_gate.dim() == 2 and w_up.dim() == 2 and w_gate.shape == w_up.shape,
+                 lambda: "tilelab::tiled_gated_linear: w_gate and w_up must be 2-D (out_features, in_features) of "
+                         f"one shape, got {list(w_gate.shape)} and {list(w_up.shape)}")
+    torch._check(w_gate.dtype == w_up.dtype and w_gate.device == w_up.device,
+                 lambda: "tilelab::tiled_gated_linear: w_gate and w_up must have one dtype and device")
+    return _tiled_linear_fake(x, w_gate)
 
 
 # Autograd is registered in C++ (csrc/autograd.cpp, the Autograd dispatch key):

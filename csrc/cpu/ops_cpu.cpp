@@ -6,6 +6,7 @@
 
 #include <sstream>
 
+#include "../gated.h"
 #include "../gemm.h"
 #include "cpu_mm.h"
 
@@ -37,6 +38,13 @@ std::string explain_cpu(const at::Tensor& a, const at::Tensor& b, Variant varian
   return os.str();
 }
 
+// CPU: the composed form (gated.h), tiled_linear's CPU kernel twice.
+at::Tensor gated_linear_cpu(const at::Tensor& x, const at::Tensor& w_gate, const at::Tensor& w_up,
+                            std::optional<c10::string_view> activation) {
+  check_gated_inputs(x, w_gate, w_up, activation);
+  return gated_composite(x, w_gate, w_up, activation);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(tilelab, CPU, m) {
@@ -45,6 +53,7 @@ TORCH_LIBRARY_IMPL(tilelab, CPU, m) {
   m.impl("tiled_addmm", &Ops::addmm);
   m.impl("tiled_bmm", &Ops::bmm);
   m.impl("tiled_linear", &Ops::linear);
+  m.impl("tiled_gated_linear", &gated_linear_cpu);
   m.impl("_explain", &explain_cpu);
 }
 

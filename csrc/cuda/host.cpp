@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <mutex>
 #include <sstream>
 
+#include "../gated.h"
 #include "../gemm.h"
 #include "chooser.h"
 #include "launch.h"
@@ -145,6 +147,91 @@ std::string explain_described(const at::Tensor& a, const at::Tensor& b, int64_t 
   d.mem_bytes_per_ns = mem_gbps.value_or(0.0);  // GB/s = B/ns
   const GemmCall call = make_gemm(nullptr, a, b);
   return explain_json(call.problem, choose_for(call.problem, d, variant, tile), d, "described");
+}
+
+// ---------------------------------------------------------------- tiled_gated_linear (gated.h)
+namespace {
+// The fused kernel's tile rows for x2 (M, K) and the weights (N, K) on d (64 or 128; 0: composed), and why.
+struct GatedPlan {
+  int bm = 0;
+  std::string why;
+};
+
+bool rows16(const at::Tensor& t) {  // k-contiguous, rows 16-byte aligned: what a TMA map reads in place
+  return t.stride(1) == 1 && rows_aligned16(t.data_ptr(), t.stride(0), 0, 1, t.element_size());
+}
+
+GatedPlan gated_plan(const at::Tensor& x2, const at::Tensor& w_gate, const at::Tensor& w_up, const DeviceInfo& d) {
+  const int64_t M = x2.size(0), K = x2.size(1), N = w_gate.size(0);
+  const auto composed = [](std::string why) { return GatedPlan{0, "composed (two tiled_linear calls): " + why}; };
+  if (!kBuiltForSm90a) return composed("the fused kernel needs the sm_90a target (TORCH_CUDA_ARCH_LIST=9.0)");
+  if (d.sm != 90) return composed("the fused kernel (wgmma + TMA) runs only on compute capability 9.0");
+  if (x2.scalar_type() != at::kHalf && x2.scalar_type() != at::kBFloat16)
+    return composed("the fused kernel is float16/bfloat16 only");
+  if (M == 0 || N == 0 || K == 0) return composed("nothing to multiply");
+  constexpr int64_t kMax = std::numeric_limits<int>::max();
+  if (M > kMax || N > kMax || K > kMax) return composed("a size of 2^31 or more");
+  if (!rows16(x2) || !rows16(w_gate) || !rows16(w_up))
+    return composed("x's rows and the weights' must be k-contiguous and 16-byte aligned (row-major, K a multiple "
+                    "of 8)");
+  if (N % 8 != 0) return composed("N must be a multiple of 8 (the output's rows 16-byte aligned for the TMA store)");
+  const int64_t tiles128 = ((M + 127) / 128) * ((N + 127) / 128);
+  if (tiles128 >= d.num_sms)
+    return GatedPlan{128, "hopper gated tiles of 128 x 128 outputs (a stage: 128 rows of x, 128 of each weight), " +
+                              std::to_string(tiles128) + " tiles for " + std::to_string(d.num_sms) +
+                              " SMs: act(gate) * up in the epilogue, one rounding"};
+  const int64_t tiles64 = ((M + 63) / 64) * ((N + 63) / 64);
+  return GatedPlan{64, "hopper gated tiles of 64 x 64 outputs (a stage: 64 rows of x, 64 of each weight), " +
+                           std::to_string(tiles64) + " tiles: fewer 128 x 128 tiles (" + std::to_string(tiles128) +
+                           ") than SMs (" + std::to_string(d.num_sms) + "); act(gate) * up in the epilogue, one "
+                           "rounding"};
+}
+
+std::string gated_json(const GatedPlan& plan, const at::Tensor& x2, const at::Tensor& w_gate,
+                       const std::string& device) {
+  std::ostringstream os;
+  os << "{\"kernel\": \""
+     << (plan.bm == 128 ? "hopper_gated_128x128x64" : plan.bm == 64 ? "hopper_gated_64x64x64" : "composed")
+     << "\", \"device\": \"" << device << "\", \"M\": " << x2.size(0) << ", \"N\": " << w_gate.size(0)
+     << ", \"K\": " << x2.size(1) << ", \"dtype\": \"" << dtype_str(x2.scalar_type()) << "\", \"reason\": \""
+     << json_escape(plan.why) << "\"}";
+  return os.str();
+}
+}  // namespace
+
+at::Tensor gated_linear_cuda(const at::Tensor& x, const at::Tensor& w_gate, const at::Tensor& w_up,
+                             std::optional<c10::string_view> activation) {
+  const Activation act = check_gated_inputs(x, w_gate, w_up, activation);
+  const c10::cuda::CUDAGuard guard(x.device());
+  const at::Tensor x2 = linear_rows(x);
+  const GatedPlan plan = gated_plan(x2, w_gate, w_up, device_info(x.get_device()));
+  if (plan.bm == 0) return gated_composite(x, w_gate, w_up, activation);
+  at::Tensor out = at::empty({x2.size(0), w_gate.size(0)}, x.options());
+  launch_hopper_gated(plan.bm, x2, w_gate, w_up, out, act);
+  return linear_output(out, x, w_gate.size(0));
+}
+
+std::string explain_gated(const at::Tensor& x, const at::Tensor& w_gate, const at::Tensor& w_up,
+                          std::optional<c10::string_view> activation, std::optional<int64_t> sm,
+                          std::optional<int64_t> num_sms) {
+  check_gated_inputs(x, w_gate, w_up, activation);
+  const at::Tensor x2 = linear_rows(x);
+  if (x.device().is_cuda()) {
+    TORCH_CHECK(!sm && !num_sms, "tilelab::_explain_gated: sm and num_sms describe a GPU for CPU tensors; a CUDA "
+                                 "tensor's device is its own");
+    const c10::cuda::CUDAGuard guard(x.device());
+    const DeviceInfo& d = device_info(x.get_device());
+    return gated_json(gated_plan(x2, w_gate, w_up, d), x2, w_gate, d.label());
+  }
+  if (!sm && !num_sms) return gated_json(GatedPlan{0, "CPU tensors: two tiled_linear calls (the CPU kernel) and "
+                                                        "their product"}, x2, w_gate, "cpu");
+  TORCH_CHECK(sm && num_sms && *sm >= 10 && *sm < 1000 && *num_sms >= 1 && *num_sms <= 100000,
+              "tilelab::_explain_gated: give both sm (major*10 + minor, e.g. 90) and num_sms (>= 1) to describe a GPU");
+  DeviceInfo d;
+  d.index = -1;
+  d.sm = static_cast<int>(*sm);
+  d.num_sms = static_cast<int>(*num_sms);
+  return gated_json(gated_plan(x2, w_gate, w_up, d), x2, w_gate, "described");
 }
 
 }  // namespace tilelab

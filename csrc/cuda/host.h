@@ -31,4 +31,15 @@ std::string explain_described(const at::Tensor& a, const at::Tensor& b, int64_t 
                               std::optional<c10::string_view> variant, std::optional<int64_t> tile,
                               std::optional<double> mem_gbps);
 
+// tiled_gated_linear on CUDA tensors: the fused hopper kernel where gated_plan allows it, else the composed form
+// (gated.h).
+at::Tensor gated_linear_cuda(const at::Tensor& x, const at::Tensor& w_gate, const at::Tensor& w_up,
+                             std::optional<c10::string_view> activation);
+
+// Which of the two tiled_gated_linear runs for these operands, and why, as JSON: on their CUDA device, or for
+// CPU tensors on a described GPU (sm, num_sms; both unset: the CPU's composed form).
+std::string explain_gated(const at::Tensor& x, const at::Tensor& w_gate, const at::Tensor& w_up,
+                          std::optional<c10::string_view> activation, std::optional<int64_t> sm,
+                          std::optional<int64_t> num_sms);
+
 }  // namespace tilelab

@@ -52,6 +52,11 @@ struct DeviceInfo {
 TILELAB_FAMILIES(TILELAB_FAMILY_DECL)
 #undef TILELAB_FAMILY_DECL
 
+// tiled_gated_linear's fused kernel (launch_hopper.cu): out (M, N) = act(x @ w_gate^T) * (x @ w_up^T) on tiles of
+// bm (128 or 64) x bm outputs, operands as host.cpp's gated_plan checked them, on the current stream.
+void launch_hopper_gated(int bm, const at::Tensor& x, const at::Tensor& w_gate, const at::Tensor& w_up,
+                         const at::Tensor& out, Activation act);
+
 // The tile families: their epilogue is with_epilogue's (kernels/epilogue.cuh)
 // and their kernels take a k-range from the scheduler. So they split K
 // (split_reduce.h; the chooser plans it) and take no activation in their

@@ -132,7 +132,8 @@ void launch_one(const GemmProblem& p0, bool store_c, cudaStream_t stream) {
     C10_CUDA_CHECK(cudaMemsetAsync(fix.ready, 0, tiles * sizeof(unsigned), stream));
   }
   kernel<<<persistent_grid(p, BM, BN), hopper::threads<BM>(), smem, stream>>>(
-      map_a, map_b, map_c, map_c_tail, device_args<T>(p), a_batch ? 1 : 0, b_batch ? 1 : 0, store_c ? 1 : 0, fix);
+      map_a, map_b, map_b /* map_b2: gated tiles only */, map_c, map_c_tail, device_args<T>(p), a_batch ? 1 : 0,
+      b_batch ? 1 : 0, store_c ? 1 : 0, fix);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -169,7 +170,46 @@ void launch_layouts(const GemmProblem& p, cudaStream_t stream) {
   else run(p);  // no copy of the problem for the other rows
 }
 
+// tiled_gated_linear's fused kernel on BM x BN / 2 tiles of C (hopper_kernel's kGated): x (M, K) and both
+// weights (N, K) k-contiguous, C (M, N) contiguous, all rows 16-byte aligned (gated_plan checked).
+template <typename T, int BM, int BN, int kStages>
+void launch_gated_tiles(const at::Tensor& x, const at::Tensor& w_gate, const at::Tensor& w_up, const at::Tensor& out,
+                        Activation act, cudaStream_t stream) {
+  constexpr int smem = hopper::smem_bytes<BM, BN, kStages>();
+  constexpr auto kernel = hopper_kernel<T, BM, BN, kStages, true, true, false, false, true>;
+  allow_smem<kernel>(smem);
+  GemmProblem p;
+  p.M = x.size(0), p.K = x.size(1), p.N = w_gate.size(0);
+  p.dtype = x.scalar_type();
+  p.act = act;
+  p.a.data = x.data_ptr(), p.a.s_mn = x.stride(0), p.a.s_k = 1, p.a.k_contiguous = true;
+  p.b.data = w_gate.data_ptr(), p.b.s_mn = w_gate.stride(0), p.b.s_k = 1, p.b.k_contiguous = true;
+  p.c = out.data_ptr(), p.sc_m = p.N, p.sc_b = p.M * p.N;
+  const CUtensorMap map_a = make_map(x.data_ptr(), p.dtype, p.K, p.M, 1, x.stride(0), 0, BM);
+  const CUtensorMap map_b = make_map(w_gate.data_ptr(), p.dtype, p.K, p.N, 1, w_gate.stride(0), 0, BN / 2);
+  const CUtensorMap map_b2 = make_map(w_up.data_ptr(), p.dtype, p.K, p.N, 1, w_up.stride(0), 0, BN / 2);
+  const CUtensorMap map_c = make_map(p.c, p.dtype, p.N, p.M, 1, p.sc_m, p.sc_b, hopper::kStoreRows);
+  kernel<<<persistent_grid(p, BM, BN / 2), hopper::threads<BM>(), smem, stream>>>(
+      map_a, map_b, map_b2, map_c, map_c, device_args<T>(p), 0, 0, 1, hopper::SliceSums{nullptr, nullptr});
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
 }  // namespace
+
+void launch_hopper_gated(int bm, const at::Tensor& x, const at::Tensor& w_gate, const at::Tensor& w_up,
+                         const at::Tensor& out, Activation act) {
+  TORCH_CHECK(kBuiltForSm90a, "tilelab: internal error: the gated kernel is not in this build");
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
+  // The stages of the rows with the same stage bytes: hopper_128x256x64's 4 x 48 KB, hopper_m64_64x96x64's
+  // 8 x 24 KB (64 rows of x and 64 + 64 of the weights).
+  const auto run = [&](auto t) {
+    using T = decltype(t);
+    if (bm == 128) launch_gated_tiles<T, 128, 256, 4>(x, w_gate, w_up, out, act, stream);
+    else launch_gated_tiles<T, 64, 128, 8>(x, w_gate, w_up, out, act, stream);
+  };
+  if (x.scalar_type() == at::kHalf) run(c10::Half{});
+  else run(c10::BFloat16{});
+}
 
 // The TMA-store epilogue (hopper.cuh), which also applies the activation: C's rows and batches 16-byte
 // aligned, no per-element bias (a column bias is added in registers), no split-K slabs (stored from

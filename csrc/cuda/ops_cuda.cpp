@@ -14,6 +14,7 @@ TORCH_LIBRARY_IMPL(tilelab, CUDA, m) {
   m.impl("tiled_addmm", &Ops::addmm);
   m.impl("tiled_bmm", &Ops::bmm);
   m.impl("tiled_linear", &Ops::linear);
+  m.impl("tiled_gated_linear", &gated_linear_cuda);
   m.impl("_explain", &explain_cuda);
 }
 
@@ -31,14 +32,18 @@ void tune_set(c10::string_view key, c10::string_view kernel, double ms, c10::str
 // CUDA builds only. Testing hooks: force the split-K slice count (None: the
 // estimate) and where the slices are added ("kernel", "pass"; None: by cost);
 // the dispatcher's choice for a described GPU, on CPU tensors
-// (tilelab_torch.explain_described). The tune cache (tilelab_torch.tune /
-// load_tuned): set an entry, clear them all, count them.
+// (tilelab_torch.explain_described), and tiled_gated_linear's (explain_gated,
+// any device). The tune cache (tilelab_torch.tune / load_tuned): set an entry,
+// clear them all, count them.
 TORCH_LIBRARY_FRAGMENT(tilelab, m) {
   m.def("_set_split_k(int? splits) -> ()", &set_split_k);
   m.def("_set_split_reduce(str? how) -> ()", &set_split_reduce);
   m.def("_explain_described(Tensor a, Tensor b, int sm, int num_sms, *, str? variant=None, int? tile=None, "
         "float? mem_gbps=None) -> str",
         &explain_described);
+  m.def("_explain_gated(Tensor x, Tensor w_gate, Tensor w_up, *, str? activation=\"silu\", int? sm=None, "
+        "int? num_sms=None) -> str",
+        &explain_gated);
   m.def("_tune_set(str key, str kernel, float ms, str rule_kernel, float rule_ms) -> ()", &tune_set);
   m.def("_tune_clear() -> ()", &clear_tuned);
   m.def("_tune_size() -> int", &tuned_size);

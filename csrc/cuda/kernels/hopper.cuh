@@ -433,6 +433,26 @@ __device__ __forceinline__ void activate_all(Activation act, float (&d)[R]) {
   }
 }
 
+// The gated epilogue (kGated): accumulator columns [0, BN / 2) of a tile hold x @ w_gate^T and [BN / 2, BN)
+// x @ w_up^T for the same BN / 2 output columns (the producer loads BN / 2 rows of each weight into one B
+// stage). A thread holds columns 8q + 2t, 8q + 2t + 1 of both row halves in d[4q..4q + 3], so group q's gate
+// and group q + BN / 16's up are its own registers: act(gate) * up into the first half, no shuffle.
+template <Activation kAct, int R>
+__device__ __forceinline__ void gate_each(float (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R / 2; ++i) d[i] = activate_fast<kAct>(d[i]) * d[i + R / 2];
+}
+template <int R>
+__device__ __forceinline__ void gate_all(Activation act, float (&d)[R]) {
+  switch (act) {
+    case Activation::Relu: gate_each<Activation::Relu>(d); break;
+    case Activation::Gelu: gate_each<Activation::Gelu>(d); break;
+    case Activation::GeluTanh: gate_each<Activation::GeluTanh>(d); break;
+    case Activation::Silu: gate_each<Activation::Silu>(d); break;
+    default: gate_each<Activation::None>(d); break;
+  }
+}
+
 // The named barriers of the ping-pong order (0 is __syncthreads'): consumer
 // warpgroup c may start a tile's MMAs once barrier kOrderBar + c completes, i.e.
 // once the other warpgroup has finished the MMAs of its previous tile.
@@ -486,11 +506,19 @@ __device__ __forceinline__ void bar_arrive(int id, int threads) {
 // tiles), where its M steps by 64. The tile is stored transposed: C^T(m, n) is C[n][m] at c + n * sc_m + m
 // (a split-K slice's slab likewise, rows of p.M). Through the TMA, each warp turns its 16 x BN accumulators
 // into a BN x 16 box of C (32-byte rows, unswizzled), pairing adjacent C columns across lanes with a shuffle.
-template <typename T, int BM, int BN, int kStages, bool kAK, bool kBK, bool kPingPong, bool kSwap>
+//
+// kGated (tiled_gated_linear: C = act(A @ B) * (A @ B2), both B k-contiguous weights of the same shape): a tile
+// is BM x BN / 2 of C. Its B stage holds BN / 2 rows of B (map_b) and, after them, the same BN / 2 rows of B2
+// (map_b2; both maps' boxes are BN / 2 rows), so one BN-wide wgmma computes both products for those columns;
+// the epilogue multiplies them (gate_all) and stores the BN / 2 columns through the TMA. Cooperative 128-row
+// or 64-row tiles, half precision, no bias, no split-K, store_c always (the host checks: gated_plan, host.cpp).
+template <typename T, int BM, int BN, int kStages, bool kAK, bool kBK, bool kPingPong, bool kSwap,
+          bool kGated = false>
 __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
     hopper_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                  const __grid_constant__ CUtensorMap map_c, const __grid_constant__ CUtensorMap map_c_tail,
-                  GemmArgs<T> p, int a_batch, int b_batch, int store_c, hopper::SliceSums fix) {
+                  const __grid_constant__ CUtensorMap map_b2, const __grid_constant__ CUtensorMap map_c,
+                  const __grid_constant__ CUtensorMap map_c_tail, GemmArgs<T> p, int a_batch, int b_batch,
+                  int store_c, hopper::SliceSums fix) {
 #ifdef TILELAB_HOPPER_DEVICE
   using namespace hopper;
   static_assert(smem_bytes<BM, BN, kStages>() <= kMaxSmemBytes, "hopper: the ring must fit in shared memory");
@@ -509,6 +537,9 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
   constexpr int kBBoxes = (BN + kTileK - 1) / kTileK;
   constexpr int kTxBytes = kABytes + (kBK ? BN * 128 : kBBoxes * kBoxBytes);
   constexpr int kHalves = kPingPong ? 2 : 1;  // m64 halves of the tile one consumer warpgroup computes
+  static_assert(!kGated || (sizeof(T) == 2 && kAK && kBK && !kPingPong && !kSwap && BN % 16 == 0),
+                "hopper: gated tiles are half precision, k-contiguous, cooperative, BN / 2 a multiple of 8");
+  constexpr int kOutN = kGated ? BN / 2 : BN;  // columns of C a tile holds
   static_assert(sizeof(T) == 2 || (std::is_same_v<T, float> && kAK && kBK),
                 "hopper: 16-bit inputs, or k-contiguous fp32 (TF32)");
 
@@ -535,7 +566,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
   __syncthreads();
 
   // In-kernel split-K: the slices from the last to the first, so slice 0's block, which waits, comes last.
-  const PersistentGrouped<kGroupM> sched(p.M, p.N, BM, BN, (p.K + kTileK - 1) / kTileK, p.splits, p.batch,
+  const PersistentGrouped<kGroupM> sched(p.M, p.N, BM, kOutN, (p.K + kTileK - 1) / kTileK, p.splits, p.batch,
                                          fix.ready != nullptr);
 
   if (wg == 0) {
@@ -545,7 +576,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
       int it = 0;
       for (int64_t i = blockIdx.x; i < sched.count; i += gridDim.x) {
         const WorkTile w = sched.at(i);
-        const int m0 = w.tm * BM, n0 = w.tn * BN;
+        const int m0 = w.tm * BM, n0 = w.tn * kOutN;
         const int za = a_batch ? w.batch : 0, zb = b_batch ? w.batch : 0;
         for (int kt = w.k_begin; kt < w.k_end; ++kt, ++it) {
           const int s = it % kStages;
@@ -560,7 +591,10 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
             for (int j = 0; j < BM / kTileK; ++j)
               tma_load(sa + j * kBoxBytes, &map_a, full(s), m0 + j * kTileK, k0, za);
           }
-          if constexpr (kBK) {
+          if constexpr (kGated) {  // BN / 2 rows of each weight, the same columns of C
+            tma_load(sb, &map_b, full(s), k0, n0, zb);
+            tma_load(sb + kOutN * 128, &map_b2, full(s), k0, n0, zb);
+          } else if constexpr (kBK) {
             tma_load(sb, &map_b, full(s), k0, n0, zb);
           } else {
 #pragma unroll
@@ -715,7 +749,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
       // Epilogue. Thread layout of a 64 x BN wgmma accumulator: warp w owns rows
       // 16w..16w+15; lane (g = lane/4, t = lane%4) holds, for every 8-column
       // group q, (g, 8q+2t), (g, 8q+2t+1), (g+8, 8q+2t), (g+8, 8q+2t+1).
-      const int m0 = w.tm * BM, n0 = w.tn * BN, bz = w.batch;
+      const int m0 = w.tm * BM, n0 = w.tn * kOutN, bz = w.batch;
       GemmArgs<T> out = p;
       if (column_bias(p)) {  // columns 8q+2t, 8q+2t+1 of both rows
 #pragma unroll
@@ -803,8 +837,10 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
       }
       if (store_c) {
         // The activation (the host leaves p.act set only for this path): one uniform branch per tile, an
-        // unrolled loop per activation.
-        if (p.act != Activation::None) {
+        // unrolled loop per activation. Gated: act(gate) * up into the first kOutN columns.
+        if constexpr (kGated) {
+          gate_all(p.act, d[0]);
+        } else if (p.act != Activation::None) {
 #pragma unroll
           for (int h = 0; h < kHalves; ++h) activate_all<sizeof(T) == 2>(p.act, d[h]);
         }
@@ -818,7 +854,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
         // box is that narrow: a full box would overwrite the next tile's first columns.
         constexpr int kSize = static_cast<int>(sizeof(T));
         constexpr int kBoxCols = kTileK;  // a box is 128 bytes wide
-        constexpr int kBoxes = (BN + kBoxCols - 1) / kBoxCols, kTailCols = store_tail_cols<T, BN>();
+        constexpr int kBoxes = (kOutN + kBoxCols - 1) / kBoxCols, kTailCols = store_tail_cols<T, kOutN>();
         const uint32_t tb = ((((2 * t * kSize) >> 4) ^ g) << 4) | ((2 * t * kSize) & 15);
         const uint32_t boxes = staging + ((c * 4 + warp) * kBufs) * kStoreBoxBytes;  // this warp's buffers
         const uint32_t box0 = boxes + g * 128 + tb;
