@@ -153,13 +153,63 @@ at::Tensor addmm_autograd(const at::Tensor& bias, const at::Tensor& a, const at:
   return op_addmm().call(bias, a, b, variant, tile);
 }
 
+// act'(y) * grad for the activation's backward, as torch's own ops; differentiable where a double backward
+// records it (silu_backward has no derivative: its formula, s (1 + y (1 - s)), s = sigmoid(y), instead).
+at::Tensor activation_backward(Activation act, const at::Tensor& grad, const at::Tensor& y) {
+  switch (act) {
+    case Activation::Relu: return at::threshold_backward(grad, y, 0);
+    case Activation::Gelu: return at::gelu_backward(grad, y, "none");
+    case Activation::GeluTanh: return at::gelu_backward(grad, y, "tanh");
+    case Activation::Silu: {
+      if (!at::GradMode::is_enabled()) return at::silu_backward(grad, y);
+      const at::Tensor s = at::sigmoid(y);
+      return grad * (s * (1 + y * (1 - s)));
+    }
+    default: return grad;
+  }
+}
+
+// act(a @ b + bias) for tiled_linear's training path: _tiled_linear_pre returns act(y) and y = a @ b + bias (one
+// kernel stores both where the CUDA backend can), y is saved for the activation's backward in place of the
+// activation's own input, and backward is AddmmFunction's with act'(y) * grad. The activation's pass over the
+// output (read y, write act(y)) is gone. Double backward (a backward with create_graph) recomputes y from recorded
+// ops, so its gradient reaches a, b and the bias.
+struct LinearActFunction : public torch::autograd::Function<LinearActFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b,
+                            const std::optional<at::Tensor>& bias, c10::string_view activation, Variant variant,
+                            Tile tile) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    auto [out, pre] = op_linear_pre().call(a, b.t(), bias, activation, variant, tile);
+    ctx->save_for_backward({a, b, bias.value_or(at::Tensor()), pre});
+    ctx->saved_data["a_cols"] = column_major(a);
+    ctx->saved_data["b_cols"] = column_major(b);
+    ctx->saved_data["act"] = static_cast<int64_t>(parse_activation("tiled_linear", activation));
+    if (bias) ctx->saved_data["bias_sizes"] = bias->sizes().vec();
+    save_override(ctx, variant, tile);
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &a = saved[0], &b = saved[1], &bias = saved[2];
+    at::Tensor pre = saved[3];
+    const Override o(ctx);
+    if (at::GradMode::is_enabled()) {  // double backward: y as a function of a, b and the bias
+      pre = bias.defined() ? addmm_autograd(bias, a, b, o.view(), o.tile) : mm_autograd(a, b, o.view(), o.tile);
+    }
+    const at::Tensor grad = activation_backward(static_cast<Activation>(ctx->saved_data["act"].toInt()), grads[0], pre);
+    at::Tensor grad_bias;
+    if (bias.defined() && ctx->needs_input_grad(2))
+      grad_bias = grad.sum_to_size(ctx->saved_data["bias_sizes"].toIntVector());
+    auto [grad_a, grad_b] = product_grads(ctx, grad, 0);
+    return {grad_a, grad_b, grad_bias, at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
 // tiled_linear: without a gradient to record, the fused kernel (bias and
-// activation in the epilogue). With one, the same function composed of
-// recorded ops: tiled_addmm (or tiled_mm) on x's rows and weight.t(), then
-// the activation as torch's own op, which saves the pre-activation for its
-// backward -- the memory and time F.act(F.linear(...)) costs, and exact
-// (double-)backward for free. Training pays for the product but not for the
-// fusion: that helps only where no gradient is recorded.
+// activation in the epilogue). With one and an activation, LinearActFunction:
+// the product and its pre-activation from one kernel where it can (what
+// F.act(F.linear(...)) records, without the activation's pass); without an
+// activation, tiled_addmm (or tiled_mm) on x's rows and weight.t().
 at::Tensor linear_autograd(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                            Variant activation, Variant variant, Tile tile) {
   const bool has_bias = bias_ptr(bias) != nullptr;
@@ -171,9 +221,14 @@ at::Tensor linear_autograd(const at::Tensor& x, const at::Tensor& weight, const 
   const Activation act = parse_activation("tiled_linear", activation);
   check_linear_inputs(x, weight, has_bias ? &*bias : nullptr);
   const at::Tensor x2 = linear_rows(x);
+  if (act != Activation::None) {
+    return linear_output(LinearActFunction::apply(x2, weight.t(), has_bias ? bias : std::nullopt, *activation,
+                                                  variant, tile),
+                         x, weight.size(0));
+  }
   const at::Tensor y = has_bias ? addmm_autograd(*bias, x2, weight.t(), variant, tile)
                                 : mm_autograd(x2, weight.t(), variant, tile);
-  return linear_output(torch_activation(y, act, /*in_place=*/false), x, weight.size(0));
+  return linear_output(y, x, weight.size(0));
 }
 
 // tiled_gated_linear: without a gradient to record, the backend's kernel (on CUDA one fused kernel where it

@@ -14,6 +14,7 @@
 #include <limits>
 #include <optional>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "activation.h"
@@ -54,6 +55,9 @@ struct GemmProblem {
   // the activation. 1: no split, C is written directly.
   int splits = 1;
   float* partial = nullptr;
+  // The hopper rows' TMA-store epilogue (hopper_aux_ok) can also store the value before the activation into
+  // `aux` (laid out like C): what autograd saves for the activation's backward (tiled_linear's training path).
+  void* aux = nullptr;
 };
 
 // Every row start (and every batch start) of an operand is 16-byte aligned: what 16-byte loads,
@@ -277,6 +281,15 @@ struct GemmOps {
     check_linear_inputs(x, weight, b);
     return linear_output(Gemm("tiled_linear", b, linear_rows(x), weight.t(), false, act, variant, tile), x,
                          weight.size(0));
+  }
+  // _tiled_linear_pre: (act(y), y) for y = F.linear(x, weight, bias), what tiled_linear's training path records
+  // (autograd.cpp). Here composed: the product, then torch's activation into a new tensor; the CUDA backend
+  // stores both from one kernel where it can (host.cpp: linear_pre_cuda).
+  static std::tuple<at::Tensor, at::Tensor> linear_pre(const at::Tensor& x, const at::Tensor& weight,
+                                                       const std::optional<at::Tensor>& bias,
+                                                       c10::string_view activation, Variant variant, Tile tile) {
+    const at::Tensor pre = linear(x, weight, bias, std::nullopt, variant, tile);
+    return {torch_activation(pre, parse_activation("_tiled_linear_pre", activation), /*in_place=*/false), pre};
   }
 };
 

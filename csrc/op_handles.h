@@ -7,6 +7,7 @@
 #include <c10/util/string_view.h>
 
 #include <optional>
+#include <tuple>
 
 namespace tilelab {
 
@@ -18,6 +19,9 @@ using LinearOp = at::Tensor(const at::Tensor&, const at::Tensor&, const std::opt
                             OptInt);
 
 using GatedOp = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, OptStr);  // tiled_gated_linear
+using LinearPreOp = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
+                                                       const std::optional<at::Tensor>&, c10::string_view, OptStr,
+                                                       OptInt);  // _tiled_linear_pre
 
 template <typename Sig>
 c10::TypedOperatorHandle<Sig> find_op(const char* name) {
@@ -42,6 +46,10 @@ inline const c10::TypedOperatorHandle<LinearOp>& op_linear() {
   return op;
 }
 
+inline const c10::TypedOperatorHandle<LinearPreOp>& op_linear_pre() {
+  static const auto op = find_op<LinearPreOp>("tilelab::_tiled_linear_pre");
+  return op;
+}
 inline const c10::TypedOperatorHandle<GatedOp>& op_gated() {
   static const auto op = find_op<GatedOp>("tilelab::tiled_gated_linear");
   return op;

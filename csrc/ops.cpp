@@ -75,6 +75,10 @@ TORCH_LIBRARY(tilelab, m) {
   // applies it, else right after the product (README: "Where the activation is applied").
   m.def("tiled_linear(Tensor x, Tensor weight, Tensor? bias=None, *, str? activation=None, str? variant=None, "
         "int? tile=None) -> Tensor");
+  // (act(y), y) for y = F.linear(x, weight, bias): tiled_linear's training path (autograd.cpp), which saves y
+  // for the activation's backward; on CUDA one kernel stores both where it can.
+  m.def("_tiled_linear_pre(Tensor x, Tensor weight, Tensor? bias, *, str activation, str? variant=None, "
+        "int? tile=None) -> (Tensor, Tensor)");
   // act(x @ w_gate.t()) * (x @ w_up.t()), both weights (N, K): a gated MLP's first half (csrc/gated.h).
   m.def("tiled_gated_linear(Tensor x, Tensor w_gate, Tensor w_up, *, str? activation=\"silu\") -> Tensor");
   // Which kernel tiled_mm (2-D inputs) or tiled_bmm (3-D) would run, and why (JSON).

@@ -441,7 +441,7 @@ def spec(*shape):
 
 
 def test_registered():
-    ops = ["tiled_mm", "tiled_bmm", "tiled_addmm", "tiled_linear"]
+    ops = ["tiled_mm", "tiled_bmm", "tiled_addmm", "tiled_linear", "_tiled_linear_pre"]
     assert tl_dist.register() == ops
     strategies = DTensor._op_dispatcher.sharding_propagator.op_strategy_funcs
     assert all(getattr(torch.ops.tilelab, op).default in strategies for op in ops)
@@ -455,6 +455,9 @@ def test_linear_rules_no_partial_with_activation(activation):
             rules = fn(x, spec(4, 8), bias, activation=activation)
             assert rules and not [r for r in rules if isinstance(r[0][0], Partial)], rules
             assert any(isinstance(r[0][0], Partial) for r in fn(x, spec(4, 8), bias))
+            # the training path's (act(y), y): both placed as the output with the activation
+            pre = tl_dist.rules()["_tiled_linear_pre"](x, spec(4, 8), bias, activation=activation)
+            assert pre == [([o, o], ins) for [o], ins in rules]
 
 
 @pytest.mark.parametrize("bias_shape, out, expected", [

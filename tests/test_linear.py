@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch.testing._internal.optests import opcheck
 
 import tilelab_torch
-from conftest import ACT_REFS, TOL, cuda_kernels, kernel_tol, precision_for
+from conftest import ACT_REFS, HALF, TOL, cuda_kernels, kernel_tol, precision_for
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 linear = torch.ops.tilelab.tiled_linear
@@ -100,20 +100,36 @@ def test_gradcheck(device, act):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_fused_only_without_grad(device):
-    """No gradient to record: one op, no autograd node. With one: the recorded
-    composition (tiled_addmm, then torch's activation), whose gradients match F's."""
-    x = torch.randn(8, 16, device=device)
-    w = torch.randn(12, 16, device=device, requires_grad=True)
-    b = torch.randn(12, device=device, requires_grad=True)
+    """No gradient to record: one op, no autograd node. With one: one node whose forward
+    saved the pre-activation (_tiled_linear_pre) and whose gradients match F's, for every
+    activation and each input that requires grad; without an activation, tiled_addmm's."""
+    x0 = torch.randn(2, 8, 16, device=device)
+    w0, b0 = torch.randn(12, 16, device=device), torch.randn(12, device=device)
     with torch.no_grad():
-        assert linear(x, w, b, activation="silu").grad_fn is None
-    y = linear(x, w, b, activation="silu")
-    assert y.grad_fn is not None and "Silu" in type(y.grad_fn).__name__
-    g = torch.randn_like(y)
-    gw, gb = torch.autograd.grad(y, (w, b), g)
-    rw, rb = torch.autograd.grad(F.silu(F.linear(x, w, b)), (w, b), g)
-    torch.testing.assert_close(gw, rw, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(gb, rb, rtol=1e-5, atol=1e-5)
+        assert linear(x0, w0.requires_grad_(), b0, activation="silu").grad_fn is None
+    for act in ACTS:
+        for wrt in ((0, 1, 2), (0,), (1,), (2,)):
+            x, w, b = (t.detach().requires_grad_(i in wrt) for i, t in enumerate((x0, w0, b0)))
+            y = linear(x, w, b, activation=act)
+            node = y.grad_fn.next_functions[0][0]  # under the view back to x's leading dims
+            assert ("LinearActFunction" if act else "Addmm") in node.name(), node.name()
+            g = torch.randn_like(y)
+            ins = [t for i, t in enumerate((x, w, b)) if i in wrt]
+            got = torch.autograd.grad(y, ins, g)
+            want = torch.autograd.grad(ACTS[act](F.linear(x, w, b)), ins, g)
+            for a, r in zip(got, want):
+                torch.testing.assert_close(a, r, rtol=1e-5, atol=1e-5, msg=lambda m: f"{act} {wrt}: {m}")
+
+
+def test_pre_activation_op_cpu():
+    """_tiled_linear_pre (the training path's forward): (act(y), y), y = F.linear(x, w, b)."""
+    x, w, b = torch.randn(3, 5, 9, dtype=torch.float64), torch.randn(4, 9, dtype=torch.float64), None
+    for act in ("relu", "gelu", "gelu_tanh", "silu"):
+        out, pre = torch.ops.tilelab._tiled_linear_pre(x, w, b, activation=act)
+        torch.testing.assert_close(pre, F.linear(x, w))
+        torch.testing.assert_close(out, ACTS[act](F.linear(x, w)))
+    with pytest.raises(RuntimeError, match="unknown activation 'tanh'"):
+        torch.ops.tilelab._tiled_linear_pre(x, w, b, activation="tanh")
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -176,6 +192,50 @@ def test_activation_extremes(config):
                 assert torch.isfinite(out).all(), f"{config} {dtype} act={act}: non-finite output"
                 err = float((out.double() - reference(x, w, b, act)).abs().max() / scaled_err(out, x, w, b))
                 assert err <= kernel_tol(k, dtype), f"{config} {dtype} act={act}: {err:.3g}"
+
+
+HOPPER_HALF = [k.name for k in cuda_kernels(torch.bfloat16) if k.family == "hopper"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("config", HOPPER_HALF)
+def test_pre_activation_output(config):
+    """The training path's forward on every half hopper row: rows whose tiles are whole 128-byte boxes store
+    the pre-activation from their TMA-store epilogue beside act(.); the others compose it. Both outputs against
+    float64, tile edges in M and N, K tails; fresh operands every call and NaN-filled free blocks before it, so
+    an element left unwritten holds NaN or another problem's value (which block the caching allocator hands
+    out is its business: two adjacent free blocks merge)."""
+    for dtype in HALF:
+        for M, K, N in ((300, 136, 520), (1, 8, 64), (1000, 520, 1152)):
+            for act in ("relu", "gelu", "gelu_tanh", "silu"):
+                x = torch.randn(M, K, device="cuda", dtype=dtype)
+                w = torch.randn(N, K, device="cuda", dtype=dtype) / K ** 0.5
+                b = torch.randn(N, device="cuda", dtype=dtype)
+                blocks = [torch.full((M * N,), float("nan"), device="cuda", dtype=dtype) for _ in range(2)]
+                del blocks
+                out, pre = torch.ops.tilelab._tiled_linear_pre(x, w, b, activation=act, variant=config)
+                scale = scaled_err(out, x, w, b)
+                err = float((pre.double() - reference(x, w, b, None)).abs().max() / scale)
+                assert err <= TOL[dtype], f"{config} {dtype} {M}x{K}x{N} {act}: pre-activation {err:.3g}"
+                err = float((out.double() - reference(x, w, b, act)).abs().max() / scale)
+                assert err <= TOL[dtype], f"{config} {dtype} {M}x{K}x{N} {act}: output {err:.3g}"
+
+
+@pytest.mark.gpu
+def test_training_path_gradients_on_gpu():
+    """A product the hopper rows store with its pre-activation (x @ W.t(), 1024 columns): gradients as F's."""
+    torch.manual_seed(3)
+    x = torch.randn(4, 96, 256, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    w = (torch.randn(1024, 256, device="cuda", dtype=torch.bfloat16) / 16).requires_grad_()
+    b = torch.randn(1024, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    for act in ("gelu", "silu"):
+        y = linear(x, w, b, activation=act)
+        ref = ACTS[act](F.linear(x, w, b))
+        torch.testing.assert_close(y, ref, rtol=2e-2, atol=2e-2)
+        g = torch.randn_like(y)
+        for a, r in zip(torch.autograd.grad(y, (x, w, b), g), torch.autograd.grad(ref, (x, w, b), g)):
+            err = float((a.double() - r.double()).abs().max() / r.double().abs().max())
+            assert err <= 2e-2, f"{act}: {err:.3g}"
 
 
 @pytest.fixture

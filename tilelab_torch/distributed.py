@@ -34,11 +34,13 @@ two), so the sum over the ranks adds it once. A nonlinear activation cannot run 
 ``tiled_linear`` with an activation has no ``Partial`` output: given row-parallel
 inputs, DTensor redistributes them first (in a tensor-parallel MLP the activation
 belongs to the column-parallel layer, whose output is sharded, so this does not
-arise). With a gradient to record, ``tiled_linear`` runs as ``tiled_addmm`` on
-x flattened to 2-D, then torch's activation (csrc/autograd.cpp): DTensor finishes
-a partial sum before the activation by its own rule, and, as for ``F.linear``,
-refuses to flatten an x sharded on a leading dim other than the first
-(SequenceParallel on a 3-D input; without a gradient ``tiled_linear`` runs it).
+arise). With a gradient to record, ``tiled_linear`` runs on x flattened to 2-D
+(csrc/autograd.cpp): as ``tiled_addmm`` without an activation, and with one as
+``_tiled_linear_pre`` (the activation's output and its input from one call), whose
+rules are ``tiled_linear``'s with an activation for both outputs, so DTensor
+finishes a partial sum first; as for ``F.linear``, DTensor refuses to flatten an x
+sharded on a leading dim other than the first (SequenceParallel on a 3-D input;
+without a gradient ``tiled_linear`` runs it).
 
 Inputs that match no rule are redistributed, so every placement is served (the
 all-Replicate rule always applies); what raises is what DTensor refuses for any
@@ -119,11 +121,19 @@ def _tiled_linear(x, weight, bias=None, *, activation: Optional[str] = None, var
     return [([o], [px, pw, _bias_for(o, bias, shape)]) for px, pw, o in rows]
 
 
+def _tiled_linear_pre(x, weight, bias=None, *, activation: str, variant: Optional[str] = None,
+                      tile: Optional[int] = None) -> List[Rule]:
+    """tiled_linear's training path with an activation (csrc/autograd.cpp): act(y) and y, both placed as
+    tiled_linear's output with that activation (never Partial)."""
+    return [([o, o], ins) for [o], ins in _tiled_linear(x, weight, bias, activation=activation)]
+
+
 _RULES: dict = {
     "tiled_mm": _tiled_mm,
     "tiled_bmm": _tiled_bmm,
     "tiled_addmm": _tiled_addmm,
     "tiled_linear": _tiled_linear,
+    "_tiled_linear_pre": _tiled_linear_pre,
 }
 
 

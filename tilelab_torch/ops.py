@@ -109,10 +109,13 @@ def tiled_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, ac
 
     Returns:
         A new ``(..., N)`` tensor. Differentiable: with no gradient to record the
-        fused kernel runs; with one, the op runs as ``tiled_addmm`` followed by
-        torch's activation (which saves the pre-activation, as
-        ``F.gelu(F.linear(...))`` does), so training pays for no fusion and
-        double backward works. Under autocast, cast like ``F.linear``.
+        fused kernel runs. With one, the product and its pre-activation ``y`` come
+        out of one call (on CUDA one kernel stores both, where a ``hopper`` row
+        with the TMA-store epilogue runs ``x @ W.t()`` in one slice of K; else the
+        product, then torch's activation), ``y`` is saved for the activation's
+        backward as ``F.gelu(F.linear(...))`` saves it, and the activation's own
+        pass over the output is gone; double backward works (it recomputes ``y``).
+        Under autocast, cast like ``F.linear``.
     """
     return torch.ops.tilelab.tiled_linear.default(x, weight, bias, activation=activation, variant=variant, tile=tile)
 
@@ -244,6 +247,13 @@ def _tiled_linear_fake(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
                      lambda: f"tilelab::tiled_linear: bias must have shape ({N},), got {list(bias.shape)}")
         _check_bias("tiled_linear", bias, x, 1, N)
     return x.new_empty((*x.shape[:-1], N))
+
+
+@torch.library.register_fake("tilelab::_tiled_linear_pre")
+def _tiled_linear_pre_fake(x: Tensor, weight: Tensor, bias: Optional[Tensor], *, activation: str,
+                           variant: Optional[str] = None, tile: Optional[int] = None) -> tuple[Tensor, Tensor]:
+    y = _tiled_linear_fake(x, weight, bias, activation=activation, variant=variant, tile=tile)
+    return y, torch.empty_like(y)
 
 
 @torch.library.register_fake("tilelab::tiled_gated_linear")

@@ -53,6 +53,7 @@ TORCH_LIBRARY_IMPL(tilelab, CPU, m) {
   m.impl("tiled_addmm", &Ops::addmm);
   m.impl("tiled_bmm", &Ops::bmm);
   m.impl("tiled_linear", &Ops::linear);
+  m.impl("_tiled_linear_pre", &Ops::linear_pre);
   m.impl("tiled_gated_linear", &gated_linear_cpu);
   m.impl("_explain", &explain_cpu);
 }

@@ -100,6 +100,30 @@ at::Tensor gemm_cuda(const char* op, const at::Tensor* bias, const at::Tensor& a
   return call.out;
 }
 
+std::tuple<at::Tensor, at::Tensor> linear_pre_cuda(const at::Tensor& x, const at::Tensor& weight,
+                                                   const std::optional<at::Tensor>& bias,
+                                                   c10::string_view activation, std::optional<c10::string_view> variant,
+                                                   std::optional<int64_t> tile) {
+  const Activation act = parse_activation("_tiled_linear_pre", activation);
+  const at::Tensor* b = bias_ptr(bias);
+  check_linear_inputs(x, weight, b);
+  const at::Tensor x2 = linear_rows(x);
+  check_gemm_inputs("tiled_linear", b, x2, weight.t(), false);
+  const c10::cuda::CUDAGuard guard(x.device());
+  GemmCall call = make_gemm(b, x2, weight.t(), act);
+  const Choice choice = choose_for(call.problem, device_info(x.get_device()), variant, tile);
+  GemmProblem p = call.problem;
+  p.splits = choice.splits;
+  const bool empty = p.batch == 0 || p.M == 0 || p.N == 0 || p.K == 0;
+  if (act == Activation::None || empty || !hopper_aux_ok(*choice.cfg, p))
+    return GemmOps<gemm_cuda>::linear_pre(x, weight, bias, activation, variant, tile);
+  const at::Tensor pre = at::empty_like(call.out);
+  p.aux = pre.data_ptr();
+  launch(*choice.cfg, p);  // one slice of K (hopper_aux_ok), a batch of one
+  const int64_t N = weight.size(0);
+  return {linear_output(call.out, x, N), linear_output(pre, x, N)};
+}
+
 namespace {
 // The choice for p on d as explain()'s JSON; `device` names it ("cuda:0").
 std::string explain_json(const GemmProblem& p, const Choice& choice, const DeviceInfo& d, const std::string& device) {

@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include "../activation.h"
 
@@ -30,6 +31,13 @@ std::string explain_cuda(const at::Tensor& a, const at::Tensor& b, std::optional
 std::string explain_described(const at::Tensor& a, const at::Tensor& b, int64_t sm, int64_t num_sms,
                               std::optional<c10::string_view> variant, std::optional<int64_t> tile,
                               std::optional<double> mem_gbps);
+
+// _tiled_linear_pre on CUDA tensors: (act(y), y) for y = F.linear(x, weight, bias), both stored by the hopper
+// kernel's epilogue where the chosen row can (hopper_aux_ok), else y from gemm_cuda and torch's activation.
+std::tuple<at::Tensor, at::Tensor> linear_pre_cuda(const at::Tensor& x, const at::Tensor& weight,
+                                                   const std::optional<at::Tensor>& bias,
+                                                   c10::string_view activation, std::optional<c10::string_view> variant,
+                                                   std::optional<int64_t> tile);
 
 // tiled_gated_linear on CUDA tensors: the fused hopper kernel where gated_plan allows it, else the composed form
 // (gated.h).

@@ -52,6 +52,11 @@ struct DeviceInfo {
 TILELAB_FAMILIES(TILELAB_FAMILY_DECL)
 #undef TILELAB_FAMILY_DECL
 
+// Whether row's kernel (launch_hopper.cu) can store p's pre-activation into p.aux beside act(.) in C: a half
+// hopper row (not swap-AB) whose tiles are whole 128-byte boxes wide, one slice of K, x @ W.t()'s layouts (both
+// operands k-contiguous) and the TMA-store epilogue (hopper_fuses_activation).
+bool hopper_aux_ok(const KernelConfig& row, const GemmProblem& p);
+
 // tiled_gated_linear's fused kernel (launch_hopper.cu): out (M, N) = act(x @ w_gate^T) * (x @ w_up^T) on tiles of
 // bm (128 or 64) x bm outputs, operands as host.cpp's gated_plan checked them, on the current stream.
 void launch_hopper_gated(int bm, const at::Tensor& x, const at::Tensor& w_gate, const at::Tensor& w_up,

@@ -80,10 +80,11 @@ dim3 persistent_grid(const GemmProblem& p, int bm, int bn) {
 
 // p0: the product as the kernel computes it (for a swap-AB row, the transposed one: swapped()); store_c:
 // hopper_fuses_activation of the caller's product.
-template <typename T, int BM, int BN, int kStages, bool kPingPong, bool kSwap, bool kAK, bool kBK>
+// kAux: p0.aux receives the pre-activation as well (hopper_kernel's kAux).
+template <typename T, int BM, int BN, int kStages, bool kPingPong, bool kSwap, bool kAK, bool kBK, bool kAux = false>
 void launch_one(const GemmProblem& p0, bool store_c, cudaStream_t stream) {
   constexpr int smem = hopper::smem_bytes<BM, BN, kStages>();
-  constexpr auto kernel = hopper_kernel<T, BM, BN, kStages, kAK, kBK, kPingPong, kSwap>;
+  constexpr auto kernel = hopper_kernel<T, BM, BN, kStages, kAK, kBK, kPingPong, kSwap, false, kAux>;
   allow_smem<kernel>(smem);
   GemmProblem p = p0;
   align_operand_rows(p);
@@ -112,6 +113,10 @@ void launch_one(const GemmProblem& p0, bool store_c, cudaStream_t stream) {
       store_c && !kSwap && kTailCols > 0
           ? make_map(p.c, p.dtype, p.N, p.M, p.batch, p.sc_m, p.sc_b, hopper::kStoreRows, kTailCols)
           : map_c;  // unused
+  TORCH_CHECK(!kAux || (store_c && p.aux != nullptr), "tilelab: internal error: a pre-activation output needs the "
+                                                      "TMA-store epilogue");
+  const CUtensorMap map_aux =
+      kAux ? make_map(p.aux, p.dtype, p.N, p.M, p.batch, p.sc_m, p.sc_b, hopper::kStoreRows) : map_c;  // else unused
   // Split-K without slabs (split_k_gemm sends it only where the chooser's split_reduce_in_kernel said so): the
   // kernel adds the slices itself (hopper::SliceSums), in a slot of BM x BN floats per slice past the first and
   // tile, with a zeroed counter per tile (fp32_workspace: CUDA-graph capturable). Slice 0's block waits for the
@@ -132,8 +137,8 @@ void launch_one(const GemmProblem& p0, bool store_c, cudaStream_t stream) {
     C10_CUDA_CHECK(cudaMemsetAsync(fix.ready, 0, tiles * sizeof(unsigned), stream));
   }
   kernel<<<persistent_grid(p, BM, BN), hopper::threads<BM>(), smem, stream>>>(
-      map_a, map_b, map_b /* map_b2: gated tiles only */, map_c, map_c_tail, device_args<T>(p), a_batch ? 1 : 0,
-      b_batch ? 1 : 0, store_c ? 1 : 0, fix);
+      map_a, map_b, map_b /* map_b2: gated tiles only */, map_c, map_c_tail, map_aux, device_args<T>(p),
+      a_batch ? 1 : 0, b_batch ? 1 : 0, store_c ? 1 : 0, fix);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -163,7 +168,14 @@ void launch_layouts(const GemmProblem& p, cudaStream_t stream) {
   const bool store_c = hopper_fuses_activation(p);
   const auto run = [&](const GemmProblem& q) {
     with_layouts(q, [&](auto ak, auto bk) {
-      launch_one<T, BM, BN, kStages, kPingPong, kSwap, decltype(ak)::value, decltype(bk)::value>(q, store_c, stream);
+      constexpr bool kAK = decltype(ak)::value, kBK = decltype(bk)::value;
+      // The pre-activation output: x @ W.t() (F.linear's layouts) on rows of whole boxes only (hopper_aux_ok).
+      if constexpr (kAK && kBK && !kSwap && hopper::store_tail_cols<T, BN>() == 0) {
+        if (q.aux != nullptr) return launch_one<T, BM, BN, kStages, kPingPong, kSwap, true, true, true>(q, store_c,
+                                                                                                        stream);
+      }
+      TORCH_CHECK(q.aux == nullptr, "tilelab: internal error: no pre-activation output for this row or layout");
+      launch_one<T, BM, BN, kStages, kPingPong, kSwap, kAK, kBK>(q, store_c, stream);
     });
   };
   if constexpr (kSwap) run(swapped(p));
@@ -190,7 +202,7 @@ void launch_gated_tiles(const at::Tensor& x, const at::Tensor& w_gate, const at:
   const CUtensorMap map_b2 = make_map(w_up.data_ptr(), p.dtype, p.K, p.N, 1, w_up.stride(0), 0, BN / 2);
   const CUtensorMap map_c = make_map(p.c, p.dtype, p.N, p.M, 1, p.sc_m, p.sc_b, hopper::kStoreRows);
   kernel<<<persistent_grid(p, BM, BN / 2), hopper::threads<BM>(), smem, stream>>>(
-      map_a, map_b, map_b2, map_c, map_c, device_args<T>(p), 0, 0, 1, hopper::SliceSums{nullptr, nullptr});
+      map_a, map_b, map_b2, map_c, map_c, map_c, device_args<T>(p), 0, 0, 1, hopper::SliceSums{nullptr, nullptr});
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -216,6 +228,12 @@ void launch_hopper_gated(int bm, const at::Tensor& x, const at::Tensor& w_gate, 
 // registers; slices that the kernel adds itself end in this epilogue).
 bool hopper_fuses_activation(const GemmProblem& p) {
   return p.partial == nullptr && (p.bias == nullptr || p.sbias_m == 0) && c_rows_aligned16(p);
+}
+
+bool hopper_aux_ok(const KernelConfig& row, const GemmProblem& p) {
+  return row.family == Family::Hopper && !row.tf32 && !same_name(row.variant, "hopper_swap") &&
+         (p.dtype == at::kHalf || p.dtype == at::kBFloat16) && row.bn % hopper::tile_k<c10::Half>() == 0 &&
+         p.splits == 1 && p.a.k_contiguous && p.b.k_contiguous && hopper_fuses_activation(p);
 }
 
 std::string hopper_cannot_run(const KernelConfig& row, const GemmProblem&, const DeviceInfo& d) {

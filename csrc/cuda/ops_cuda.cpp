@@ -14,6 +14,7 @@ TORCH_LIBRARY_IMPL(tilelab, CUDA, m) {
   m.impl("tiled_addmm", &Ops::addmm);
   m.impl("tiled_bmm", &Ops::bmm);
   m.impl("tiled_linear", &Ops::linear);
+  m.impl("_tiled_linear_pre", &linear_pre_cuda);
   m.impl("tiled_gated_linear", &gated_linear_cuda);
   m.impl("_explain", &explain_cuda);
 }

@@ -512,13 +512,18 @@ __device__ __forceinline__ void bar_arrive(int id, int threads) {
 // (map_b2; both maps' boxes are BN / 2 rows), so one BN-wide wgmma computes both products for those columns;
 // the epilogue multiplies them (gate_all) and stores the BN / 2 columns through the TMA. Cooperative 128-row
 // or 64-row tiles, half precision, no bias, no split-K, store_c always (the host checks: gated_plan, host.cpp).
+//
+// kAux (tiled_linear's training path, hopper_linear_pre in launch_hopper.cu): the TMA-store epilogue stores
+// each tile twice, first the value before the activation (bias added) through map_aux, which autograd saves
+// for the activation's backward, then act(value) through map_c: the activation's own pass over the output
+// (read it, write act of it) is gone. Tiles whose width is whole 128-byte boxes (no tail map for map_aux).
 template <typename T, int BM, int BN, int kStages, bool kAK, bool kBK, bool kPingPong, bool kSwap,
-          bool kGated = false>
+          bool kGated = false, bool kAux = false>
 __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
     hopper_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                   const __grid_constant__ CUtensorMap map_b2, const __grid_constant__ CUtensorMap map_c,
-                  const __grid_constant__ CUtensorMap map_c_tail, GemmArgs<T> p, int a_batch, int b_batch,
-                  int store_c, hopper::SliceSums fix) {
+                  const __grid_constant__ CUtensorMap map_c_tail, const __grid_constant__ CUtensorMap map_aux,
+                  GemmArgs<T> p, int a_batch, int b_batch, int store_c, hopper::SliceSums fix) {
 #ifdef TILELAB_HOPPER_DEVICE
   using namespace hopper;
   static_assert(smem_bytes<BM, BN, kStages>() <= kMaxSmemBytes, "hopper: the ring must fit in shared memory");
@@ -540,6 +545,8 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
   static_assert(!kGated || (sizeof(T) == 2 && kAK && kBK && !kPingPong && !kSwap && BN % 16 == 0),
                 "hopper: gated tiles are half precision, k-contiguous, cooperative, BN / 2 a multiple of 8");
   constexpr int kOutN = kGated ? BN / 2 : BN;  // columns of C a tile holds
+  static_assert(!kAux || (!kGated && !kSwap && store_tail_cols<T, BN>() == 0),
+                "hopper: the pre-activation store takes whole boxes of ordinary tiles");
   static_assert(sizeof(T) == 2 || (std::is_same_v<T, float> && kAK && kBK),
                 "hopper: 16-bit inputs, or k-contiguous fp32 (TF32)");
 
@@ -836,64 +843,69 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
         continue;
       }
       if (store_c) {
-        // The activation (the host leaves p.act set only for this path): one uniform branch per tile, an
-        // unrolled loop per activation. Gated: act(gate) * up into the first kOutN columns.
-        if constexpr (kGated) {
-          gate_all(p.act, d[0]);
-        } else if (p.act != Activation::None) {
+#pragma unroll 1
+        for (int pass = kAux ? 1 : 0; pass >= 0; --pass) {  // kAux: pass 1 stores the pre-activation
+          // The activation (the host leaves p.act set only for this path): one uniform branch per tile, an
+          // unrolled loop per activation. Gated: act(gate) * up into the first kOutN columns.
+          if (pass == 0) {
+            if constexpr (kGated) {
+              gate_all(p.act, d[0]);
+            } else if (p.act != Activation::None) {
 #pragma unroll
-          for (int h = 0; h < kHalves; ++h) activate_all<sizeof(T) == 2>(p.act, d[h]);
-        }
-        // Each warp: its 16 rows of each m64 half, in boxes of 16 rows x kBoxCols columns; element (r, col)
-        // of a box at byte r * 128 + ((chunk ^ r % 8) * 16 + within), chunk/within = (col * size) / % 16:
-        // the TMA's 128-byte swizzle, which also spreads a fragment's 8 rows over all 32 banks. This
-        // thread's rows g and g + 8 (r % 8 = g) and columns 8 qq + 2t: the offset of qq = 0 (tb), and qq's
-        // column is an XOR of the address with qq * 8 * size (a multiple of 16, no carry into the row).
-        // A tile whose width is not a whole number of boxes (160 = 2 x 64 + 32) ends in a
-        // narrower box, written unswizzled (rows of kTailCols elements) and stored through map_c_tail, whose
-        // box is that narrow: a full box would overwrite the next tile's first columns.
-        constexpr int kSize = static_cast<int>(sizeof(T));
-        constexpr int kBoxCols = kTileK;  // a box is 128 bytes wide
-        constexpr int kBoxes = (kOutN + kBoxCols - 1) / kBoxCols, kTailCols = store_tail_cols<T, kOutN>();
-        const uint32_t tb = ((((2 * t * kSize) >> 4) ^ g) << 4) | ((2 * t * kSize) & 15);
-        const uint32_t boxes = staging + ((c * 4 + warp) * kBufs) * kStoreBoxBytes;  // this warp's buffers
-        const uint32_t box0 = boxes + g * 128 + tb;
-        // An even number of boxes a tile: every tile starts on buffer 0 (known at compile time); an odd
-        // number (128 x 192 and 128 x 160 half tiles: 3) carries the alternation from tile to tile. One
-        // buffer: always buffer 0, reused once the previous box's store has read it.
-        if constexpr ((kHalves * kBoxes) % 2 == 0 || kBufs == 1) box = 0;
+              for (int h = 0; h < kHalves; ++h) activate_all<sizeof(T) == 2>(p.act, d[h]);
+            }
+          }
+          // Each warp: its 16 rows of each m64 half, in boxes of 16 rows x kBoxCols columns; element (r, col)
+          // of a box at byte r * 128 + ((chunk ^ r % 8) * 16 + within), chunk/within = (col * size) / % 16:
+          // the TMA's 128-byte swizzle, which also spreads a fragment's 8 rows over all 32 banks. This
+          // thread's rows g and g + 8 (r % 8 = g) and columns 8 qq + 2t: the offset of qq = 0 (tb), and qq's
+          // column is an XOR of the address with qq * 8 * size (a multiple of 16, no carry into the row).
+          // A tile whose width is not a whole number of boxes (160 = 2 x 64 + 32) ends in a
+          // narrower box, written unswizzled (rows of kTailCols elements) and stored through map_c_tail, whose
+          // box is that narrow: a full box would overwrite the next tile's first columns.
+          constexpr int kSize = static_cast<int>(sizeof(T));
+          constexpr int kBoxCols = kTileK;  // a box is 128 bytes wide
+          constexpr int kBoxes = (kOutN + kBoxCols - 1) / kBoxCols, kTailCols = store_tail_cols<T, kOutN>();
+          const uint32_t tb = ((((2 * t * kSize) >> 4) ^ g) << 4) | ((2 * t * kSize) & 15);
+          const uint32_t boxes = staging + ((c * 4 + warp) * kBufs) * kStoreBoxBytes;  // this warp's buffers
+          const uint32_t box0 = boxes + g * 128 + tb;
+          // An even number of boxes a tile: every tile starts on buffer 0 (known at compile time); an odd
+          // number (128 x 192 and 128 x 160 half tiles: 3) carries the alternation from tile to tile. One
+          // buffer: always buffer 0, reused once the previous box's store has read it.
+          if constexpr ((kHalves * kBoxes) % 2 == 0 || kBufs == 1) box = 0;
 #pragma unroll
-        for (int h = 0; h < kHalves; ++h) {
-          const int mrow0 = m0 + (kPingPong ? h : c) * 64 + warp * 16;
+          for (int h = 0; h < kHalves; ++h) {
+            const int mrow0 = m0 + (kPingPong ? h : c) * 64 + warp * 16;
 #pragma unroll
-          for (int cb = 0; cb < kBoxes; ++cb, box ^= (kBufs - 1)) {
-            const bool tail = kTailCols != 0 && cb == kBoxes - 1;  // known at compile time (unrolled)
-            const uint32_t buf = box0 + box * kStoreBoxBytes;  // + this thread's row g and column 2t
-            // The store issued kBufs boxes ago (from this buffer) has read it.
-            if (lane == 0) bulk_wait_read<kBufs - 1>();
-            __syncwarp();
+            for (int cb = 0; cb < kBoxes; ++cb, box ^= (kBufs - 1)) {
+              const bool tail = kTailCols != 0 && cb == kBoxes - 1;  // known at compile time (unrolled)
+              const uint32_t buf = box0 + box * kStoreBoxBytes;  // + this thread's row g and column 2t
+              // The store issued kBufs boxes ago (from this buffer) has read it.
+              if (lane == 0) bulk_wait_read<kBufs - 1>();
+              __syncwarp();
 #pragma unroll
-            for (int qq = 0; qq < kBoxCols / 8; ++qq) {
-              if (tail && qq * 8 >= kTailCols) break;
-              const int q = cb * (kBoxCols / 8) + qq;
+              for (int qq = 0; qq < kBoxCols / 8; ++qq) {
+                if (tail && qq * 8 >= kTailCols) break;
+                const int q = cb * (kBoxCols / 8) + qq;
 #pragma unroll
-              for (int r = 0; r < 2; ++r) {
-                const uint32_t at =
-                    tail ? boxes + box * kStoreBoxBytes + ((g + 8 * r) * kTailCols + 8 * qq + 2 * t) * kSize
-                         : (buf + r * 8 * 128) ^ static_cast<uint32_t>(qq * 8 * kSize);
-                const float x = d[h][4 * q + 2 * r], y = d[h][4 * q + 2 * r + 1];
-                if constexpr (std::is_same_v<T, float>) {
-                  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(x), "f"(y) : "memory");
-                } else {
-                  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at), "r"(pack_pair<T>(x, y)) : "memory");
+                for (int r = 0; r < 2; ++r) {
+                  const uint32_t at =
+                      tail ? boxes + box * kStoreBoxBytes + ((g + 8 * r) * kTailCols + 8 * qq + 2 * t) * kSize
+                           : (buf + r * 8 * 128) ^ static_cast<uint32_t>(qq * 8 * kSize);
+                  const float x = d[h][4 * q + 2 * r], y = d[h][4 * q + 2 * r + 1];
+                  if constexpr (std::is_same_v<T, float>) {
+                    asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(x), "f"(y) : "memory");
+                  } else {
+                    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at), "r"(pack_pair<T>(x, y)) : "memory");
+                  }
                 }
               }
-            }
-            fence_async_smem();
-            __syncwarp();
-            if (lane == 0) {  // (lane 0: g = t = 0, buf is the box itself)
-              tma_store(tail ? &map_c_tail : &map_c, buf, n0 + cb * kBoxCols, mrow0, bz);
-              bulk_commit();
+              fence_async_smem();
+              __syncwarp();
+              if (lane == 0) {  // (lane 0: g = t = 0, buf is the box itself)
+                tma_store(tail ? &map_c_tail : pass ? &map_aux : &map_c, buf, n0 + cb * kBoxCols, mrow0, bz);
+                bulk_commit();
+              }
             }
           }
         }
