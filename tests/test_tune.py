@@ -50,9 +50,11 @@ def test_record_train_adds_backward_products(model):
     x = torch.randn(4, 16, requires_grad=True)
     problems = tune_mod.record(model, x, train=True)
     ops = {p.op for p in problems}
-    # With a gradient, tiled_linear runs as tiled_addmm / tiled_mm; backward adds the
-    # products with the output's gradient (column-major operands read in place).
-    assert "tiled_addmm" in ops and "tiled_mm" in ops
+    # With a gradient, tiled_linear with an activation runs its training path (_tiled_linear_pre, recorded
+    # as the tiled_linear problem it is), without one tiled_mm; backward adds the products with the
+    # output's gradient (column-major operands read in place).
+    assert "tiled_linear" in ops and "tiled_mm" in ops
+    assert any(p.op == "tiled_linear" and p.activation == "gelu" for p in problems)
     assert len(problems) > 2
     assert any(" a=col" in p.key for p in problems), [p.key for p in problems]
 

@@ -12,7 +12,10 @@ winners are stored per GPU name and torch version in a JSON file
 ``~/.cache/tilelab/tune.json``); a file written on another GPU or torch is
 ignored with a warning. The dispatcher consults the cache before its rules when
 no ``variant`` is forced, and ``explain()`` then says ``tuned: X measured a ms vs
-b ms for the rules' pick (Y)``. Only CUDA problems are tuned (the CPU has one kernel).
+b ms for the rules' pick (Y)``. Only CUDA problems are tuned (the CPU has one kernel);
+tiled_linear's training path (``_tiled_linear_pre``) is recorded as the tiled_linear
+problem it chooses for, and tiled_gated_linear's fused kernel, which is no table row,
+is not tuned (with a gradient its composed products are).
 """
 from __future__ import annotations
 
@@ -113,6 +116,8 @@ class _Recorder(TorchDispatchMode):
         name = func.name()
         if name.startswith("tilelab::"):
             op = name.split("::")[1].split(".")[0]
+            if op == "_tiled_linear_pre":  # tiled_linear's training path (an activation, a gradient): the
+                op = "tiled_linear"        # same problem and key; tuned as the tiled_linear call
             if op in _OPS and kwargs.get("variant") is None:
                 act = kwargs.get("activation")
                 if op == "tiled_linear":  # bias may be left out (its default, None) or passed by name
