@@ -167,6 +167,8 @@ def test_explain_gated_rules():
                    ("16-byte aligned", described(64, 60, 64)),
                    ("16-byte aligned", described(64, 64, 64, x=torch.empty(64, 65, dtype=torch.bfloat16)[:, 1:])),
                    ("16-byte aligned", described(64, 64, 64, x=torch.empty(64, 64, dtype=torch.bfloat16).t())),
+                   ("not broadcast",
+                    described(64, 64, 64, x=torch.empty(1, 64, dtype=torch.bfloat16).expand(64, 64))),
                    ("nothing to multiply", described(0, 64, 64))):
         assert e.kernel == "composed" and why in e.reason, (why, e.reason)
     cpu = tilelab_torch.explain_gated(torch.empty(4, 8), torch.empty(3, 8), torch.empty(3, 8))

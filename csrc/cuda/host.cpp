@@ -181,8 +181,10 @@ struct GatedPlan {
   std::string why;
 };
 
-bool rows16(const at::Tensor& t) {  // k-contiguous, rows 16-byte aligned: what a TMA map reads in place
-  return t.stride(1) == 1 && rows_aligned16(t.data_ptr(), t.stride(0), 0, 1, t.element_size());
+// k-contiguous rows of their own (no broadcast row, stride 0), 16-byte aligned: what a TMA map reads in place.
+bool rows16(const at::Tensor& t) {
+  return t.stride(1) == 1 && (t.size(0) == 1 || t.stride(0) >= t.size(1)) &&
+         rows_aligned16(t.data_ptr(), t.stride(0), 0, 1, t.element_size());
 }
 
 GatedPlan gated_plan(const at::Tensor& x2, const at::Tensor& w_gate, const at::Tensor& w_up, const DeviceInfo& d) {
@@ -196,8 +198,8 @@ GatedPlan gated_plan(const at::Tensor& x2, const at::Tensor& w_gate, const at::T
   constexpr int64_t kMax = std::numeric_limits<int>::max();
   if (M > kMax || N > kMax || K > kMax) return composed("a size of 2^31 or more");
   if (!rows16(x2) || !rows16(w_gate) || !rows16(w_up))
-    return composed("x's rows and the weights' must be k-contiguous and 16-byte aligned (row-major, K a multiple "
-                    "of 8)");
+    return composed("x's rows and the weights' must be k-contiguous, their own (not broadcast) and 16-byte aligned "
+                    "(row-major, K a multiple of 8)");
   if (N % 8 != 0) return composed("N must be a multiple of 8 (the output's rows 16-byte aligned for the TMA store)");
   const int64_t tiles128 = ((M + 127) / 128) * ((N + 127) / 128);
   if (tiles128 >= d.num_sms)
