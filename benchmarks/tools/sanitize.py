@@ -10,6 +10,9 @@ For every selected row of tilelab_torch.kernels() that runs on this GPU:
   - a K that wraps a pipeline ring of up to 16 stages (16 k-tiles + 7);
   - a batch with a stride-0 operand (tiled_bmm with b.expand(B, K, N));
   - a bias in the epilogue (tiled_addmm, bias of shape (N,) and (M, 1));
+  - half-precision hopper rows: tiled_linear's training path (_tiled_linear_pre: the product
+    and its pre-activation, both stored by the epilogue where the row can), and
+    tiled_gated_linear (the gated kernel on both its tile sizes) once per family run;
   - with --large (fp32 rows): two products above the aligned-copy threshold of the
     blocked launcher (M*N*K >= 2^29) with misaligned rows (a row-major B with N = 1023,
     a column-major, misaligned A with M = 1023), so the copy into aligned rows runs too.
@@ -184,10 +187,40 @@ def main(argv=None) -> int:
                          torch.randn(67, 1, generator=gen).to(dtype).cuda()):
                 out = tilelab_torch.tiled_addmm(bias, a, b, variant=row.name)
                 check(f"addmm, bias {tuple(bias.shape)}", out, a, b, bias)
+            if row.family == "hopper" and dkey in ("bf16", "fp16"):
+                # tiled_linear's training path: y = x @ W.t() + bias and act(y) (relu: |act(y) - act(ref)|
+                # <= |y - ref|, so the product's bound holds for both)
+                for M, N, K in ((67, 131, 45), (2 * row.block[0] + 3, 2 * row.block[1], 9 * row.block[2] + 3)):
+                    x = operand(M, K, "row", False, dtype, gen)
+                    w = operand(N, K, "row", False, dtype, gen)
+                    bias = torch.randn(N, generator=gen).to(dtype).cuda()
+                    act, pre = torch.ops.tilelab._tiled_linear_pre(x, w, bias, activation="relu", variant=row.name)
+                    check(f"training path {M}x{N}x{K}, pre-activation", pre, x, w.t(), bias)
+                    ref = x.double() @ w.double().t() + bias.double()  # relu(y) against relu(ref), as a product
+                    check(f"training path {M}x{N}x{K}, relu", act.double() - ref.relu() + ref, x, w.t(), bias)
             torch.cuda.synchronize()
             checked += 1
             print(f"{row.name} {dkey}: {n} products, worst error {worst:.2e}", flush=True)
 
+    if any(r.family == "hopper" for r in rows):
+        # tiled_gated_linear: both tile sizes (a wave of 128 x 128 output tiles, and fewer), edges in M, N, K
+        for dkey in ("bf16", "fp16"):
+            dtype = DTYPES[dkey]
+            for M, N, K in ((1700, 1352, 136), (7, 24, 8), (130, 200, 72)):
+                x = operand(M, K, "row", False, dtype, gen)
+                wg, wu = operand(N, K, "row", False, dtype, gen), operand(N, K, "row", False, dtype, gen)
+                kernel = tilelab_torch.explain_gated(x, wg, wu).kernel
+                out = torch.ops.tilelab.tiled_gated_linear(x, wg, wu, activation=None)
+                x64 = x.double()
+                g, u = x64 @ wg.double().t(), x64 @ wu.double().t()
+                scale = (x64.abs() @ wg.double().abs().t()) * (x64.abs() @ wu.double().abs().t())
+                err = float((out.double() - g * u).norm() / scale.norm().clamp_min(1e-300))
+                bad = not (err <= 2 * TOL[dkey])
+                if bad:
+                    failures.append(f"tiled_gated_linear {kernel} {dkey} {M}x{N}x{K}: error {err:.3g}")
+                print(f"tiled_gated_linear {kernel} {dkey} {M}x{N}x{K}: error {err:.2e}{'  FAIL' if bad else ''}",
+                      flush=True)
+        torch.cuda.synchronize()
     print(f"{checked} config/dtype pair(s) checked, {skipped} skipped, {len(failures)} failure(s)")
     for f in failures:
         print("FAIL", f)
