@@ -200,8 +200,9 @@ HOPPER_HALF = [k.name for k in cuda_kernels(torch.bfloat16) if k.family == "hopp
 @pytest.mark.gpu
 @pytest.mark.parametrize("config", HOPPER_HALF)
 def test_pre_activation_output(config):
-    """The training path's forward on every half hopper row: rows whose tiles are whole 128-byte boxes store
-    the pre-activation from their TMA-store epilogue beside act(.); the others compose it. Both outputs against
+    """The training path's forward on every half hopper row: all but swap-AB store the pre-activation from their
+    TMA-store epilogue beside act(.) (96- and 160-wide tiles through a second tail map); swap-AB composes it,
+    as does every row where C's rows are not 16-byte aligned or K is split. Both outputs against
     float64, tile edges in M and N, K tails; fresh operands every call and NaN-filled free blocks before it, so
     an element left unwritten holds NaN or another problem's value (which block the caching allocator hands
     out is its business: two adjacent free blocks merge)."""

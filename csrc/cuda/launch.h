@@ -53,8 +53,8 @@ TILELAB_FAMILIES(TILELAB_FAMILY_DECL)
 #undef TILELAB_FAMILY_DECL
 
 // Whether row's kernel (launch_hopper.cu) can store p's pre-activation into p.aux beside act(.) in C: a half
-// hopper row (not swap-AB) whose tiles are whole 128-byte boxes wide, one slice of K, x @ W.t()'s layouts (both
-// operands k-contiguous) and the TMA-store epilogue (hopper_fuses_activation).
+// hopper row (not swap-AB), one slice of K, x @ W.t()'s layouts (both operands k-contiguous) and the TMA-store
+// epilogue (hopper_fuses_activation).
 bool hopper_aux_ok(const KernelConfig& row, const GemmProblem& p);
 
 // tiled_gated_linear's fused kernel (launch_hopper.cu): out (M, N) = act(x @ w_gate^T) * (x @ w_up^T) on tiles of

@@ -117,6 +117,9 @@ void launch_one(const GemmProblem& p0, bool store_c, cudaStream_t stream) {
                                                       "TMA-store epilogue");
   const CUtensorMap map_aux =
       kAux ? make_map(p.aux, p.dtype, p.N, p.M, p.batch, p.sc_m, p.sc_b, hopper::kStoreRows) : map_c;  // else unused
+  const CUtensorMap map_aux_tail =
+      kAux && kTailCols > 0 ? make_map(p.aux, p.dtype, p.N, p.M, p.batch, p.sc_m, p.sc_b, hopper::kStoreRows, kTailCols)
+                            : map_c;  // unused
   // Split-K without slabs (split_k_gemm sends it only where the chooser's split_reduce_in_kernel said so): the
   // kernel adds the slices itself (hopper::SliceSums), in a slot of BM x BN floats per slice past the first and
   // tile, with a zeroed counter per tile (fp32_workspace: CUDA-graph capturable). Slice 0's block waits for the
@@ -137,8 +140,8 @@ void launch_one(const GemmProblem& p0, bool store_c, cudaStream_t stream) {
     C10_CUDA_CHECK(cudaMemsetAsync(fix.ready, 0, tiles * sizeof(unsigned), stream));
   }
   kernel<<<persistent_grid(p, BM, BN), hopper::threads<BM>(), smem, stream>>>(
-      map_a, map_b, map_b /* map_b2: gated tiles only */, map_c, map_c_tail, map_aux, device_args<T>(p),
-      a_batch ? 1 : 0, b_batch ? 1 : 0, store_c ? 1 : 0, fix);
+      map_a, map_b, map_b /* map_b2: gated tiles only */, map_c, map_c_tail, map_aux, map_aux_tail,
+      device_args<T>(p), a_batch ? 1 : 0, b_batch ? 1 : 0, store_c ? 1 : 0, fix);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -169,8 +172,8 @@ void launch_layouts(const GemmProblem& p, cudaStream_t stream) {
   const auto run = [&](const GemmProblem& q) {
     with_layouts(q, [&](auto ak, auto bk) {
       constexpr bool kAK = decltype(ak)::value, kBK = decltype(bk)::value;
-      // The pre-activation output: x @ W.t() (F.linear's layouts) on rows of whole boxes only (hopper_aux_ok).
-      if constexpr (kAK && kBK && !kSwap && hopper::store_tail_cols<T, BN>() == 0) {
+      // The pre-activation output: x @ W.t() (F.linear's layouts) only (hopper_aux_ok).
+      if constexpr (kAK && kBK && !kSwap) {
         if (q.aux != nullptr) return launch_one<T, BM, BN, kStages, kPingPong, kSwap, true, true, true>(q, store_c,
                                                                                                         stream);
       }
@@ -202,7 +205,8 @@ void launch_gated_tiles(const at::Tensor& x, const at::Tensor& w_gate, const at:
   const CUtensorMap map_b2 = make_map(w_up.data_ptr(), p.dtype, p.K, p.N, 1, w_up.stride(0), 0, BN / 2);
   const CUtensorMap map_c = make_map(p.c, p.dtype, p.N, p.M, 1, p.sc_m, p.sc_b, hopper::kStoreRows);
   kernel<<<persistent_grid(p, BM, BN / 2), hopper::threads<BM>(), smem, stream>>>(
-      map_a, map_b, map_b2, map_c, map_c, map_c, device_args<T>(p), 0, 0, 1, hopper::SliceSums{nullptr, nullptr});
+      map_a, map_b, map_b2, map_c, map_c, map_c, map_c, device_args<T>(p), 0, 0, 1,
+      hopper::SliceSums{nullptr, nullptr});
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -232,8 +236,8 @@ bool hopper_fuses_activation(const GemmProblem& p) {
 
 bool hopper_aux_ok(const KernelConfig& row, const GemmProblem& p) {
   return row.family == Family::Hopper && !row.tf32 && !same_name(row.variant, "hopper_swap") &&
-         (p.dtype == at::kHalf || p.dtype == at::kBFloat16) && row.bn % hopper::tile_k<c10::Half>() == 0 &&
-         p.splits == 1 && p.a.k_contiguous && p.b.k_contiguous && hopper_fuses_activation(p);
+         (p.dtype == at::kHalf || p.dtype == at::kBFloat16) && p.splits == 1 && p.a.k_contiguous &&
+         p.b.k_contiguous && hopper_fuses_activation(p);
 }
 
 std::string hopper_cannot_run(const KernelConfig& row, const GemmProblem&, const DeviceInfo& d) {

@@ -513,17 +513,18 @@ __device__ __forceinline__ void bar_arrive(int id, int threads) {
 // the epilogue multiplies them (gate_all) and stores the BN / 2 columns through the TMA. Cooperative 128-row
 // or 64-row tiles, half precision, no bias, no split-K, store_c always (the host checks: gated_plan, host.cpp).
 //
-// kAux (tiled_linear's training path, hopper_linear_pre in launch_hopper.cu): the TMA-store epilogue stores
-// each tile twice, first the value before the activation (bias added) through map_aux, which autograd saves
-// for the activation's backward, then act(value) through map_c: the activation's own pass over the output
-// (read it, write act of it) is gone. Tiles whose width is whole 128-byte boxes (no tail map for map_aux).
+// kAux (tiled_linear's training path: linear_pre_cuda in host.cpp, hopper_aux_ok in launch_hopper.cu): the
+// TMA-store epilogue stores each tile twice, first the value before the activation (bias added) through
+// map_aux (a tile's narrow last box through map_aux_tail), which autograd saves for the activation's backward,
+// then act(value) through map_c: the activation's own pass over the output (read it, write act of it) is gone.
 template <typename T, int BM, int BN, int kStages, bool kAK, bool kBK, bool kPingPong, bool kSwap,
           bool kGated = false, bool kAux = false>
 __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
     hopper_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                   const __grid_constant__ CUtensorMap map_b2, const __grid_constant__ CUtensorMap map_c,
                   const __grid_constant__ CUtensorMap map_c_tail, const __grid_constant__ CUtensorMap map_aux,
-                  GemmArgs<T> p, int a_batch, int b_batch, int store_c, hopper::SliceSums fix) {
+                  const __grid_constant__ CUtensorMap map_aux_tail, GemmArgs<T> p, int a_batch, int b_batch,
+                  int store_c, hopper::SliceSums fix) {
 #ifdef TILELAB_HOPPER_DEVICE
   using namespace hopper;
   static_assert(smem_bytes<BM, BN, kStages>() <= kMaxSmemBytes, "hopper: the ring must fit in shared memory");
@@ -545,8 +546,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
   static_assert(!kGated || (sizeof(T) == 2 && kAK && kBK && !kPingPong && !kSwap && BN % 16 == 0),
                 "hopper: gated tiles are half precision, k-contiguous, cooperative, BN / 2 a multiple of 8");
   constexpr int kOutN = kGated ? BN / 2 : BN;  // columns of C a tile holds
-  static_assert(!kAux || (!kGated && !kSwap && store_tail_cols<T, BN>() == 0),
-                "hopper: the pre-activation store takes whole boxes of ordinary tiles");
+  static_assert(!kAux || (!kGated && !kSwap), "hopper: the pre-activation store is for ordinary tiles");
   static_assert(sizeof(T) == 2 || (std::is_same_v<T, float> && kAK && kBK),
                 "hopper: 16-bit inputs, or k-contiguous fp32 (TF32)");
 
@@ -903,7 +903,8 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
               fence_async_smem();
               __syncwarp();
               if (lane == 0) {  // (lane 0: g = t = 0, buf is the box itself)
-                tma_store(tail ? &map_c_tail : pass ? &map_aux : &map_c, buf, n0 + cb * kBoxCols, mrow0, bz);
+                const CUtensorMap* dst = pass ? (tail ? &map_aux_tail : &map_aux) : (tail ? &map_c_tail : &map_c);
+                tma_store(dst, buf, n0 + cb * kBoxCols, mrow0, bz);
                 bulk_commit();
               }
             }
