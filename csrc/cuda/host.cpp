@@ -46,6 +46,23 @@ const DeviceInfo& device_info(int index) {
   return infos[index];
 }
 
+// A GPU described by the caller (the explain functions on CPU tensors): compute capability sm (major*10 + minor),
+// num_sms SMs, mem_gbps of DRAM bandwidth (unset: the chooser assumes an H200's); `op` names the caller in errors.
+DeviceInfo described_device(const char* op, int64_t sm, int64_t num_sms, std::optional<double> mem_gbps) {
+  TORCH_CHECK(sm >= 10 && sm < 1000 && num_sms >= 1 && num_sms <= 100000, "tilelab::", op,
+              ": sm is major*10 + minor (e.g. 90) and num_sms >= 1, got sm=", sm, ", num_sms=", num_sms);
+  TORCH_CHECK(!mem_gbps || (*mem_gbps > 0 && *mem_gbps < 1e6), "tilelab::", op,
+              ": mem_gbps is the DRAM bandwidth in GB/s (e.g. 3352), got ", *mem_gbps);
+  DeviceInfo d;
+  d.index = -1;
+  d.name = "compute capability " + std::to_string(sm / 10) + "." + std::to_string(sm % 10) + ", " +
+           std::to_string(num_sms) + " SMs";
+  d.sm = static_cast<int>(sm);
+  d.num_sms = static_cast<int>(num_sms);
+  d.mem_bytes_per_ns = mem_gbps.value_or(0.0);  // GB/s = B/ns
+  return d;
+}
+
 Choice choose_for(const GemmProblem& p, const DeviceInfo& d, std::optional<c10::string_view> variant,
                   std::optional<int64_t> tile) {
   return select_kernel(p, d, view_of(variant), tile);
@@ -157,18 +174,7 @@ std::string explain_described(const at::Tensor& a, const at::Tensor& b, int64_t 
   TORCH_CHECK(a.device().is_cpu() && b.device().is_cpu(),
               "tilelab::_explain_described: takes CPU tensors (their shapes, strides, dtype and alignment describe "
               "the problem); for a CUDA tensor use explain()");
-  TORCH_CHECK(sm >= 10 && sm < 1000 && num_sms >= 1 && num_sms <= 100000,
-              "tilelab::_explain_described: sm is major*10 + minor (e.g. 90) and num_sms >= 1, got sm=", sm,
-              ", num_sms=", num_sms);
-  TORCH_CHECK(!mem_gbps || (*mem_gbps > 0 && *mem_gbps < 1e6),
-              "tilelab::_explain_described: mem_gbps is the DRAM bandwidth in GB/s (e.g. 3352), got ", *mem_gbps);
-  DeviceInfo d;
-  d.index = -1;
-  d.name = "compute capability " + std::to_string(sm / 10) + "." + std::to_string(sm % 10) + ", " +
-           std::to_string(num_sms) + " SMs";
-  d.sm = static_cast<int>(sm);
-  d.num_sms = static_cast<int>(num_sms);
-  d.mem_bytes_per_ns = mem_gbps.value_or(0.0);  // GB/s = B/ns
+  const DeviceInfo d = described_device("_explain_described", sm, num_sms, mem_gbps);
   const GemmCall call = make_gemm(nullptr, a, b);
   return explain_json(call.problem, choose_for(call.problem, d, variant, tile), d, "described");
 }
@@ -251,12 +257,9 @@ std::string explain_gated(const at::Tensor& x, const at::Tensor& w_gate, const a
   }
   if (!sm && !num_sms) return gated_json(GatedPlan{0, "CPU tensors: two tiled_linear calls (the CPU kernel) and "
                                                         "their product"}, x2, w_gate, "cpu");
-  TORCH_CHECK(sm && num_sms && *sm >= 10 && *sm < 1000 && *num_sms >= 1 && *num_sms <= 100000,
-              "tilelab::_explain_gated: give both sm (major*10 + minor, e.g. 90) and num_sms (>= 1) to describe a GPU");
-  DeviceInfo d;
-  d.index = -1;
-  d.sm = static_cast<int>(*sm);
-  d.num_sms = static_cast<int>(*num_sms);
+  TORCH_CHECK(sm && num_sms, "tilelab::_explain_gated: give both sm (major*10 + minor, e.g. 90) and num_sms (>= 1) "
+                             "to describe a GPU");
+  const DeviceInfo d = described_device("_explain_gated", *sm, *num_sms, std::nullopt);
   return gated_json(gated_plan(x2, w_gate, w_up, d), x2, w_gate, "described");
 }
 
