@@ -516,13 +516,23 @@ def gated_products(groups: list[dict], args) -> list[dict]:
     """The gated MLPs swap(fuse=True) runs as one tiled_gated_linear (TiledGatedMLP; gemm_problems' groups),
     one entry per shape, forward: act(x @ Wg^T) * (x @ Wu^T) as cuBLAS's two products with torch's activation
     and multiply, as swap(fuse=False)'s and swap(fuse=True)'s tilelab products (the activation fused into the
-    first) with torch's multiply, and as the one op."""
+    first) with torch's multiply, and as the one op. The op's output is checked against float64 first (its
+    first 256 rows; `rel_err`: max |error| / max |reference|), and an error above the dtype's tolerance raises."""
     out, rep = [], args.gemm_rep_ms
     for e in groups:
         wg, wu = e.pop("_w")
         act, f_act = e["activation"], ACTIVATIONS[e["activation"]]
         a = torch.randn(e["M"], e["K"], device=args.device, dtype=wg.dtype)
         e["kernel"] = tilelab_torch.explain_gated(a, wg, wu, activation=act).kernel
+        with torch.no_grad():
+            got = tilelab_torch.tiled_gated_linear(a, wg, wu, activation=act)[:256].double()
+            a64 = a[:256].double()
+            ref = f_act(a64 @ wg.double().t()) * (a64 @ wu.double().t())
+        e["rel_err"] = float((got - ref).abs().max() / ref.abs().max().clamp_min(1e-30))
+        tol = 3e-2 if wg.dtype in (torch.float16, torch.bfloat16) else 1e-4
+        if not e["rel_err"] <= tol:
+            raise RuntimeError(f"tiled_gated_linear {e['M']}x{e['K']}x{e['N']} ({e['kernel']}): error "
+                               f"{e['rel_err']:.3g} against float64 exceeds {tol:g}")
         til = tilelab_torch.tiled_linear
         fns = {"cublas": lambda: f_act(F.linear(a, wg)) * F.linear(a, wu),
                "tilelab_unfused": lambda: f_act(til(a, wg)) * til(a, wu),
