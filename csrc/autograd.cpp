@@ -170,35 +170,37 @@ at::Tensor activation_backward(Activation act, const at::Tensor& grad, const at:
 }
 
 // act(a @ b + bias) for tiled_linear's training path: _tiled_linear_pre returns act(y) and y = a @ b + bias (one
-// kernel stores both where the CUDA backend can), y is saved for the activation's backward in place of the
-// activation's own input, and backward is AddmmFunction's with act'(y) * grad. The activation's pass over the
-// output (read y, write act(y)) is gone. Double backward (a backward with create_graph) recomputes y from recorded
-// ops, so its gradient reaches a, b and the bias.
+// kernel stores both where the CUDA backend can). The node has both as outputs, as F.act(F.linear(...)) records y
+// as the linear's output: y is saved (as an output) for the activation's backward in place of the activation's
+// own input, the operands as AddmmFunction saves them (a only if b may need a gradient, b only if a may), and
+// backward is AddmmFunction's with act'(y) * grad. The activation's pass over the output (read y, write act(y))
+// is gone. In a double backward (create_graph) the saved y is this node's output, so the gradient that reaches
+// y through act'(y) comes back here as grads[1] and goes on to a, b and the bias: nothing is recomputed.
 struct LinearActFunction : public torch::autograd::Function<LinearActFunction> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b,
-                            const std::optional<at::Tensor>& bias, c10::string_view activation, Variant variant,
-                            Tile tile) {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b,
+                               const std::optional<at::Tensor>& bias, c10::string_view activation, Variant variant,
+                               Tile tile) {
     at::AutoDispatchBelowADInplaceOrView below;
     auto [out, pre] = op_linear_pre().call(a, b.t(), bias, activation, variant, tile);
-    ctx->save_for_backward({a, b, bias.value_or(at::Tensor()), pre});
+    // y's gradient is undefined except in a double backward: no zeros materialized for it every step.
+    ctx->set_materialize_grads(false);
+    ctx->save_for_backward({b.requires_grad() ? a : at::Tensor(), a.requires_grad() ? b : at::Tensor(), pre});
     ctx->saved_data["a_cols"] = column_major(a);
     ctx->saved_data["b_cols"] = column_major(b);
     ctx->saved_data["act"] = static_cast<int64_t>(parse_activation("tiled_linear", activation));
     if (bias) ctx->saved_data["bias_sizes"] = bias->sizes().vec();
     save_override(ctx, variant, tile);
-    return out;
+    return {out, pre};
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const at::Tensor &a = saved[0], &b = saved[1], &bias = saved[2];
-    at::Tensor pre = saved[3];
-    const Override o(ctx);
-    if (at::GradMode::is_enabled()) {  // double backward: y as a function of a, b and the bias
-      pre = bias.defined() ? addmm_autograd(bias, a, b, o.view(), o.tile) : mm_autograd(a, b, o.view(), o.tile);
-    }
-    const at::Tensor grad = activation_backward(static_cast<Activation>(ctx->saved_data["act"].toInt()), grads[0], pre);
+    const at::Tensor pre = ctx->get_saved_variables()[2];
+    at::Tensor grad;  // the gradient of y = a @ b + bias
+    if (grads[0].defined())
+      grad = activation_backward(static_cast<Activation>(ctx->saved_data["act"].toInt()), grads[0], pre);
+    if (grads[1].defined()) grad = grad.defined() ? grad + grads[1] : grads[1];
+    if (!grad.defined()) return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
     at::Tensor grad_bias;
-    if (bias.defined() && ctx->needs_input_grad(2))
+    if (ctx->saved_data.count("bias_sizes") != 0 && ctx->needs_input_grad(2))
       grad_bias = grad.sum_to_size(ctx->saved_data["bias_sizes"].toIntVector());
     auto [grad_a, grad_b] = product_grads(ctx, grad, 0);
     return {grad_a, grad_b, grad_bias, at::Tensor(), at::Tensor(), at::Tensor()};
@@ -223,7 +225,7 @@ at::Tensor linear_autograd(const at::Tensor& x, const at::Tensor& weight, const 
   const at::Tensor x2 = linear_rows(x);
   if (act != Activation::None) {
     return linear_output(LinearActFunction::apply(x2, weight.t(), has_bias ? bias : std::nullopt, *activation,
-                                                  variant, tile),
+                                                  variant, tile)[0],
                          x, weight.size(0));
   }
   const at::Tensor y = has_bias ? addmm_autograd(*bias, x2, weight.t(), variant, tile)

@@ -121,6 +121,39 @@ def test_fused_only_without_grad(device):
                 torch.testing.assert_close(a, r, rtol=1e-5, atol=1e-5, msg=lambda m: f"{act} {wrt}: {m}")
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_training_path_saves_what_gradients_need(device):
+    """With an activation and a gradient to record, autograd keeps y (the pre-activation) and, as F.linear does,
+    x only where the weight needs a gradient and the weight only where x does: a frozen weight keeps no input
+    alive. Gradients and double backward (through the saved y, with one operand frozen) as F's."""
+    torch.manual_seed(4)
+    x0 = torch.randn(2, 8, 16, device=device, dtype=torch.float64)
+    w0, b0 = torch.randn(12, 16, device=device, dtype=torch.float64), torch.randn(12, device=device, dtype=torch.float64)
+    for x_grad, w_grad in ((True, False), (False, True), (True, True)):
+        x, w = x0.clone().requires_grad_(x_grad), w0.clone().requires_grad_(w_grad)
+        saved = []
+
+        def pack(t):
+            saved.append((t.data_ptr(), tuple(t.shape)))
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            y = linear(x, w, b0, activation="gelu")
+        ptrs = [p for p, _ in saved]
+        assert (x.data_ptr() in ptrs) == w_grad, (x_grad, w_grad, saved)
+        assert (w.data_ptr() in ptrs) == x_grad, (x_grad, w_grad, saved)
+        assert (16, 12) in [shape for _, shape in saved], saved  # y, x's rows by 12 columns
+        ins = [t for t, g in ((x, x_grad), (w, w_grad)) if g]
+        g = torch.randn_like(y)
+        got = torch.autograd.grad(y, ins, g)
+        want = torch.autograd.grad(F.gelu(F.linear(x, w, b0)), ins, g)
+        for a, r in zip(got, want):
+            torch.testing.assert_close(a, r)
+    for act in ("gelu", "silu"):
+        assert torch.autograd.gradgradcheck(lambda x: linear(x, w0, b0, activation=act), (x0.clone().requires_grad_(),))
+        assert torch.autograd.gradgradcheck(lambda w: linear(x0, w, None, activation=act), (w0.clone().requires_grad_(),))
+
+
 def test_pre_activation_op_cpu():
     """_tiled_linear_pre (the training path's forward): (act(y), y), y = F.linear(x, w, b)."""
     x, w, b = torch.randn(3, 5, 9, dtype=torch.float64), torch.randn(4, 9, dtype=torch.float64), None

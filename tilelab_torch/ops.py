@@ -113,8 +113,9 @@ def tiled_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, ac
         out of one call (on CUDA one kernel stores both, where a ``hopper`` row
         with the TMA-store epilogue runs ``x @ W.t()`` in one slice of K; else the
         product, then torch's activation), ``y`` is saved for the activation's
-        backward as ``F.gelu(F.linear(...))`` saves it, and the activation's own
-        pass over the output is gone; double backward works (it recomputes ``y``).
+        backward as ``F.gelu(F.linear(...))`` saves it (``x`` only if ``weight``
+        needs a gradient, ``weight`` only if ``x`` does), and the activation's own
+        pass over the output is gone; double backward works (through the saved ``y``).
         Under autocast, cast like ``F.linear``.
     """
     return torch.ops.tilelab.tiled_linear.default(x, weight, bias, activation=activation, variant=variant, tile=tile)
