@@ -173,6 +173,26 @@ def check_tiled_linear_rules(mesh):
                                    what=f"{what} activation={act}")
 
 
+@check
+def check_tiled_gated_linear_rules(mesh):
+    """act(x @ w_gate.t()) * (x @ w_up.t()): rows sharded on any leading dim, or both weights on the same rows
+    (column-parallel), without a gradient (the op's kernel) and with one (two tiled_linear calls and their
+    product); uneven shards."""
+    torch.manual_seed(10)
+    op = torch.ops.tilelab.tiled_gated_linear.default
+    for lead, K, N in (((6,), 8, 4), ((4, 5), 6, 3)):
+        x, wg, wu = full(*lead, K), full(N, K), full(N, K)
+        last = len(lead)
+        cases = [(Shard(d), R, Shard(d)) for d in range(last)] + [(R, S0, Shard(last)), (R, R, R)]
+        for px, pw, out in cases:
+            for grad in (False, True):
+                if grad and isinstance(px, Shard) and 0 < px.dim < last:
+                    continue  # with a gradient tiled_linear flattens x, as F.linear: refused (check_flatten_refused)
+                for act in ("silu", "gelu_tanh"):
+                    check_rule(mesh, op, [x, wg, wu], [px, pw, pw], out, {"activation": act}, grad=grad,
+                               what=f"x {list(x.shape)} grad={grad} activation={act}")
+
+
 def check_flatten_refused(mesh, op, x, w, px):
     """With a gradient to record, tiled_linear flattens x's leading dims, as F.linear
     does; DTensor refuses to flatten a sharded inner dim for both (SequenceParallel
@@ -441,7 +461,7 @@ def spec(*shape):
 
 
 def test_registered():
-    ops = ["tiled_mm", "tiled_bmm", "tiled_addmm", "tiled_linear", "_tiled_linear_pre"]
+    ops = ["tiled_mm", "tiled_bmm", "tiled_addmm", "tiled_linear", "_tiled_linear_pre", "tiled_gated_linear"]
     assert tl_dist.register() == ops
     strategies = DTensor._op_dispatcher.sharding_propagator.op_strategy_funcs
     assert all(getattr(torch.ops.tilelab, op).default in strategies for op in ops)

@@ -26,6 +26,11 @@ done), ``R`` is ``Replicate()``, ``S(d)`` is ``Shard(d)``; inputs -> output:
                    x S(-1), W S(1), bias P   -> P      row-parallel        } activation
                    x P, W R;  x R, W P; bias P -> P                        } None only
                    all R                     -> R
+    tiled_gated_linear  x (..., K), w_gate and w_up (N, K): act(x @ w_gate.t()) * (x @ w_up.t())
+                   x S(d), both W R         -> S(d)   any leading dim d
+                   x R, both W S(0)         -> S(-1)  column-parallel (the same rows of both weights)
+                   all R                    -> R      (no Partial: the activation and the product are
+                                                       nonlinear in the sums)
 
 A bias on a ``Partial`` output is itself ``Partial``: DTensor turns the
 replicated bias into ``bias / n`` on each of the n ranks (its Replicate ->
@@ -128,12 +133,20 @@ def _tiled_linear_pre(x, weight, bias=None, *, activation: str, variant: Optiona
     return [([o, o], ins) for [o], ins in _tiled_linear(x, weight, bias, activation=activation)]
 
 
+def _tiled_gated_linear(x, w_gate, w_up, *, activation: Optional[str] = "silu") -> List[Rule]:
+    last = x.ndim - 1
+    rows = [(Shard(d), R, Shard(d)) for d in range(last)]  # batch / sequence: any leading dim
+    rows += [(R, Shard(0), Shard(last)), (R, R, R)]  # column-parallel; replicated
+    return [([o], [px, pw, pw]) for px, pw, o in rows]
+
+
 _RULES: dict = {
     "tiled_mm": _tiled_mm,
     "tiled_bmm": _tiled_bmm,
     "tiled_addmm": _tiled_addmm,
     "tiled_linear": _tiled_linear,
     "_tiled_linear_pre": _tiled_linear_pre,
+    "tiled_gated_linear": _tiled_gated_linear,
 }
 
 

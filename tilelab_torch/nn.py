@@ -293,7 +293,8 @@ class TiledGatedMLP(nn.Module):
     It holds the block's own submodules under their names (``state_dict`` keys and parameters
     are the block's) and reads any other attribute from the block it replaced
     (:func:`unswap` puts that block back). An input or weight that is a tensor subclass (a
-    DTensor under tensor parallelism: the op has no sharding rule) takes the layers' own calls.
+    DTensor under tensor parallelism, whose plans convert inputs and outputs in hooks on the gate and up
+    layers themselves) takes the layers' own calls.
     """
 
     def __init__(self, block: nn.Module, names: tuple[str, str, str, str]):
