@@ -416,41 +416,42 @@ __device__ __forceinline__ float activate_fast(float x) {
 #endif
 }
 
-// act(x) for every accumulator, one unrolled loop per activation (act is uniform: one branch).
-template <bool kFast, Activation kAct, int R>
-__device__ __forceinline__ void activate_each(float (&d)[R]) {
-#pragma unroll
-  for (int i = 0; i < R; ++i) d[i] = kFast ? activate_fast<kAct>(d[i]) : activate(kAct, d[i]);
+// Calls f(std::integral_constant<Activation, a>{}) for the run-time activation a: one uniform branch a tile, into
+// code compiled for that activation (a run-time switch per element made the kernel 2.3x slower, README).
+template <typename F>
+__device__ __forceinline__ void with_activation(Activation act, F&& f) {
+  using A = Activation;
+  switch (act) {
+    case A::Relu: f(std::integral_constant<A, A::Relu>{}); break;
+    case A::Gelu: f(std::integral_constant<A, A::Gelu>{}); break;
+    case A::GeluTanh: f(std::integral_constant<A, A::GeluTanh>{}); break;
+    case A::Silu: f(std::integral_constant<A, A::Silu>{}); break;
+    default: f(std::integral_constant<A, A::None>{}); break;
+  }
 }
+
+// act(x) for every accumulator, one unrolled loop per activation.
 template <bool kFast, int R>
 __device__ __forceinline__ void activate_all(Activation act, float (&d)[R]) {
-  switch (act) {
-    case Activation::Relu: activate_each<kFast, Activation::Relu>(d); break;
-    case Activation::Gelu: activate_each<kFast, Activation::Gelu>(d); break;
-    case Activation::GeluTanh: activate_each<kFast, Activation::GeluTanh>(d); break;
-    case Activation::Silu: activate_each<kFast, Activation::Silu>(d); break;
-    default: break;
-  }
+  with_activation(act, [&](auto a) {
+    constexpr Activation kAct = decltype(a)::value;
+    if constexpr (kAct != Activation::None) {
+#pragma unroll
+      for (int i = 0; i < R; ++i) d[i] = kFast ? activate_fast<kAct>(d[i]) : activate(kAct, d[i]);
+    }
+  });
 }
 
 // The gated epilogue (kGated): accumulator columns [0, BN / 2) of a tile hold x @ w_gate^T and [BN / 2, BN)
 // x @ w_up^T for the same BN / 2 output columns (the producer loads BN / 2 rows of each weight into one B
 // stage). A thread holds columns 8q + 2t, 8q + 2t + 1 of both row halves in d[4q..4q + 3], so group q's gate
 // and group q + BN / 16's up are its own registers: act(gate) * up into the first half, no shuffle.
-template <Activation kAct, int R>
-__device__ __forceinline__ void gate_each(float (&d)[R]) {
-#pragma unroll
-  for (int i = 0; i < R / 2; ++i) d[i] = activate_fast<kAct>(d[i]) * d[i + R / 2];
-}
 template <int R>
 __device__ __forceinline__ void gate_all(Activation act, float (&d)[R]) {
-  switch (act) {
-    case Activation::Relu: gate_each<Activation::Relu>(d); break;
-    case Activation::Gelu: gate_each<Activation::Gelu>(d); break;
-    case Activation::GeluTanh: gate_each<Activation::GeluTanh>(d); break;
-    case Activation::Silu: gate_each<Activation::Silu>(d); break;
-    default: gate_each<Activation::None>(d); break;
-  }
+  with_activation(act, [&](auto a) {
+#pragma unroll
+    for (int i = 0; i < R / 2; ++i) d[i] = activate_fast<decltype(a)::value>(d[i]) * d[i + R / 2];
+  });
 }
 
 // The named barriers of the ping-pong order (0 is __syncthreads'): consumer
