@@ -16,8 +16,6 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
-#include <algorithm>
-#include <cstdlib>
 #include <sstream>
 
 #include "aligned_copy.h"
@@ -75,28 +73,9 @@ CUtensorMap make_map(const void* ptr, c10::ScalarType dtype, int64_t cont, int64
 
 // The persistent grid: one block per SM, or one per work tile when there are fewer.
 dim3 persistent_grid(const GemmProblem& p, int bm, int bn) {
-  const int64_t count = PersistentGrouped::count_of(p.M, p.N, bm, bn, p.splits, p.batch);
+  const int64_t count = PersistentGrouped<kGroupM>::count_of(p.M, p.N, bm, bn, p.splits, p.batch);
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   return dim3(static_cast<unsigned>(std::max<int64_t>(1, std::min(count, sms))));
-}
-
-// The tile rows of one group of the persistent order (PersistentGrouped): the group walks its rows column by
-// column, so the tiles of one wave (the grid's blocks at once) are g rows by about grid / g columns of tiles, or
-// whole groups where that is wider than C. Of g = 1..tiles_m, the one whose wave covers the fewest rows of A and
-// columns of B (BM rows + BN columns a tile row / column), so that A's and B's panels in flight take the least
-// of L2 (ties: the smaller g).
-int persistent_group_rows(const GemmProblem& p, int bm, int bn) {
-  if (const char* e = std::getenv("TILELAB_GROUP_M")) { if (std::atoi(e) > 0) return std::atoi(e); }
-  const int64_t tiles_m = (p.M + bm - 1) / bm, tiles_n = (p.N + bn - 1) / bn;
-  const int64_t wave = std::min<int64_t>(tiles_m * tiles_n, at::cuda::getCurrentDeviceProperties()->multiProcessorCount);
-  int64_t best = 1, best_span = -1;
-  for (int64_t g = 1; g <= std::min<int64_t>(tiles_m, 64); ++g) {
-    const int64_t rows = wave >= g * tiles_n ? std::min(tiles_m, (wave + tiles_n - 1) / tiles_n) : g;
-    const int64_t cols = wave >= g * tiles_n ? tiles_n : (wave + g - 1) / g;
-    const int64_t span = rows * bm + cols * bn;
-    if (best_span < 0 || span < best_span) best = g, best_span = span;
-  }
-  return static_cast<int>(best);
 }
 
 // p0: the product as the kernel computes it (for a swap-AB row, the transposed one: swapped()); store_c:
@@ -150,10 +129,10 @@ void launch_one(const GemmProblem& p0, bool store_c, cudaStream_t stream) {
   if (p.splits > 1 && p.partial == nullptr) {
     TORCH_CHECK(store_c, "tilelab: internal error: a hopper split-K reduced in the kernel needs the TMA-store "
                          "epilogue");
-    TORCH_CHECK(PersistentGrouped::count_of(p.M, p.N, BM, BN, p.splits, p.batch) <=
+    TORCH_CHECK(PersistentGrouped<kGroupM>::count_of(p.M, p.N, BM, BN, p.splits, p.batch) <=
                     at::cuda::getCurrentDeviceProperties()->multiProcessorCount,
                 "tilelab: internal error: slices added in the kernel need every slice in one wave of blocks");
-    const int64_t tiles = PersistentGrouped::count_of(p.M, p.N, BM, BN, 1, p.batch);
+    const int64_t tiles = PersistentGrouped<kGroupM>::count_of(p.M, p.N, BM, BN, 1, p.batch);
     const int64_t floats = (p.splits - 1) * tiles * BM * BN;
     fix_mem = fp32_workspace(floats + tiles);
     fix.sums = fix_mem.data_ptr<float>();
@@ -162,7 +141,7 @@ void launch_one(const GemmProblem& p0, bool store_c, cudaStream_t stream) {
   }
   kernel<<<persistent_grid(p, BM, BN), hopper::threads<BM>(), smem, stream>>>(
       map_a, map_b, map_b /* map_b2: gated tiles only */, map_c, map_c_tail, map_aux, map_aux_tail,
-      device_args<T>(p), a_batch ? 1 : 0, b_batch ? 1 : 0, store_c ? 1 : 0, persistent_group_rows(p, BM, BN), fix);
+      device_args<T>(p), a_batch ? 1 : 0, b_batch ? 1 : 0, store_c ? 1 : 0, fix);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -227,7 +206,7 @@ void launch_gated_tiles(const at::Tensor& x, const at::Tensor& w_gate, const at:
   const CUtensorMap map_c = make_map(p.c, p.dtype, p.N, p.M, 1, p.sc_m, p.sc_b, hopper::kStoreRows);
   kernel<<<persistent_grid(p, BM, BN / 2), hopper::threads<BM>(), smem, stream>>>(
       map_a, map_b, map_b2, map_c, map_c, map_c, map_c, device_args<T>(p), 0, 0, 1,
-      persistent_group_rows(p, BM, BN / 2), hopper::SliceSums{nullptr, nullptr});
+      hopper::SliceSums{nullptr, nullptr});
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

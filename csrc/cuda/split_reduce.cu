@@ -113,7 +113,7 @@ bool split_reduce_in_kernel(const KernelConfig& row, const GemmProblem& p, int64
       kHandOverZeroNs + (splits - 1.0) * (kHandOverSliceNs + 4.0 * row.bm * row.bn / kHandOverBytesPerNs);
   // Every slice a block of one wave: the hopper kernel's persistent grid holds all of its work tiles.
   const bool can = row.family == Family::Hopper &&
-                   PersistentGrouped::count_of(p.M, p.N, row.bm, row.bn, splits, p.batch) <= sms &&
+                   PersistentGrouped<kGroupM>::count_of(p.M, p.N, row.bm, row.bn, splits, p.batch) <= sms &&
                    hopper_fuses_activation(p);
   const int forced = g_reduce_override.load();
   return can && (forced == 0 ? in_kernel < second_pass : forced == 1);

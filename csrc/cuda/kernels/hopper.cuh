@@ -525,7 +525,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
                   const __grid_constant__ CUtensorMap map_b2, const __grid_constant__ CUtensorMap map_c,
                   const __grid_constant__ CUtensorMap map_c_tail, const __grid_constant__ CUtensorMap map_aux,
                   const __grid_constant__ CUtensorMap map_aux_tail, GemmArgs<T> p, int a_batch, int b_batch,
-                  int store_c, int group_m, hopper::SliceSums fix) {
+                  int store_c, hopper::SliceSums fix) {
 #ifdef TILELAB_HOPPER_DEVICE
   using namespace hopper;
   static_assert(smem_bytes<BM, BN, kStages>() <= kMaxSmemBytes, "hopper: the ring must fit in shared memory");
@@ -574,8 +574,8 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
   __syncthreads();
 
   // In-kernel split-K: the slices from the last to the first, so slice 0's block, which waits, comes last.
-  const PersistentGrouped sched(p.M, p.N, BM, kOutN, (p.K + kTileK - 1) / kTileK, p.splits, p.batch, group_m,
-                                fix.ready != nullptr);
+  const PersistentGrouped<kGroupM> sched(p.M, p.N, BM, kOutN, (p.K + kTileK - 1) / kTileK, p.splits, p.batch,
+                                         fix.ready != nullptr);
 
   if (wg == 0) {
     // ---------------- producer: every tile of the block, in order; `it` is the ring position.

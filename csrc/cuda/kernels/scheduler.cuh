@@ -17,7 +17,7 @@
 // PersistentGrouped (hopper): a grid of at most one block per SM, each walking
 // its share of one list of every (split, batch, tile),
 //
-//   const PersistentGrouped s(M, N, bm, bn, k_tiles, splits, batch, group_m);
+//   const PersistentGrouped<kGroupM> s(M, N, bm, bn, k_tiles, splits, batch);
 //   for (int64_t i = blockIdx.x; i < s.count; i += gridDim.x) { const WorkTile w = s.at(i); ... }
 //
 // with the same split-K ranges and reduction. With `last_split_first` the
@@ -40,18 +40,14 @@ struct WorkTile {
 // walk a group of kGroupM tile rows column by column, so the tiles in flight
 // at one time share A and B panels in L2. Tile `id` (Index: int for a grid's
 // block id, int64_t for a persistent list) is (tm, tn).
-template <typename Index>
-__device__ __forceinline__ void grouped_tile(Index id, int tiles_m, int tiles_n, int group_m, int& tm, int& tn) {
-  const Index per_group = static_cast<Index>(group_m) * tiles_n;
-  const int first_m = static_cast<int>(id / per_group) * group_m;
-  const int rows = min(tiles_m - first_m, group_m);
+template <int kGroupM, typename Index>
+__device__ __forceinline__ void grouped_tile(Index id, int tiles_m, int tiles_n, int& tm, int& tn) {
+  const Index per_group = static_cast<Index>(kGroupM) * tiles_n;
+  const int first_m = static_cast<int>(id / per_group) * kGroupM;
+  const int rows = min(tiles_m - first_m, kGroupM);
   const int in_group = static_cast<int>(id - (id / per_group) * per_group);
   tm = first_m + in_group % rows;
   tn = in_group / rows;
-}
-template <int kGroupM, typename Index>
-__device__ __forceinline__ void grouped_tile(Index id, int tiles_m, int tiles_n, int& tm, int& tn) {
-  grouped_tile(id, tiles_m, tiles_n, kGroupM, tm, tn);
 }
 
 // The (gridDim.x M tiles x gridDim.y N tiles) grid in the grouped order.
@@ -113,23 +109,23 @@ __device__ __forceinline__ void narrow_k(GemmArgs<T>& p, const WorkTile& w, int 
 // Persistent: a grid of at most one block per SM; block b computes the work
 // tiles b, b + gridDim.x, b + 2 gridDim.x, ... of one linear list that covers
 // every (split, batch) layer in turn (layer = split * batch + batch index, as
-// the data-parallel z), each layer's tiles in the grouped order of `group_m`
-// tile rows (the host's persistent_group_rows: the rows that make the tiles of
-// one wave the most nearly square region of C). A batch of
+// the data-parallel z), each layer's tiles in the grouped order. A batch of
 // small matrices (attention's B x (512 x 512)) thus fills every SM, not one
 // tile per block and layer, and a block's next tile is loaded while it
 // finishes the last. Made once per kernel from the problem (a few integer
 // divisions per tile); `count` is the length of the list, which the host
 // also computes (count_of) to size the grid.
+template <int kGroupM>
 struct PersistentGrouped {
   static constexpr bool kPersistent = true;
-  int tiles_m, tiles_n, k_tiles, splits, batch, group_m;
+  int tiles_m, tiles_n, k_tiles, splits, batch;
   bool last_split_first;
   int64_t per_layer, count;
+
   __device__ __forceinline__ PersistentGrouped(int M, int N, int bm, int bn, int k_tiles_, int splits_, int batch_,
-                                               int group_m_, bool last_split_first_ = false)
+                                               bool last_split_first_ = false)
       : tiles_m((M + bm - 1) / bm), tiles_n((N + bn - 1) / bn), k_tiles(k_tiles_), splits(splits_), batch(batch_),
-        group_m(group_m_), last_split_first(last_split_first_) {
+        last_split_first(last_split_first_) {
     per_layer = static_cast<int64_t>(tiles_m) * tiles_n;
     count = per_layer * splits * batch;
   }
@@ -141,7 +137,7 @@ struct PersistentGrouped {
   __device__ __forceinline__ WorkTile at(int64_t i) const {
     WorkTile w;
     const int layer = static_cast<int>(i / per_layer);
-    grouped_tile(i - static_cast<int64_t>(layer) * per_layer, tiles_m, tiles_n, group_m, w.tm, w.tn);
+    grouped_tile<kGroupM>(i - static_cast<int64_t>(layer) * per_layer, tiles_m, tiles_n, w.tm, w.tn);
     w.batch = layer % batch;
     w.split = last_split_first ? splits - 1 - layer / batch : layer / batch;
     w.k_begin = splits == 1 ? 0 : split_k_begin(k_tiles, splits, w.split);
@@ -149,6 +145,7 @@ struct PersistentGrouped {
     return w;
   }
 };
+
 constexpr int kGroupM = 8;  // tile rows per group of the tensor-core families' grouped order
 using GroupedScheduler = DataParallel<GroupedOrder<kGroupM>>;
 using LinearScheduler = DataParallel<LinearOrder>;
