@@ -1,8 +1,12 @@
 // The second pass of split-K (scheduler.cuh): C = act(sum over splits of the
-// fp32 slabs + bias), the slabs added in split order 0, 1, ... so the result
-// does not depend on which block finished first (no atomics): the same inputs
-// give bitwise the same output every call. The bias, the activation and the
-// rounding to the output dtype go through the common epilogue (OutputRow), once.
+// fp32 slabs + bias), the slabs added in a fixed order, so the result does not
+// depend on which block finished first (no atomics): the same inputs give
+// bitwise the same output every call. The order is split order 0, 1, ... or,
+// where few outputs meet many slices, `lanes` threads (a power of two up to a
+// warp) per output each add a contiguous run of slices in split order and a
+// fixed butterfly of shuffles adds their sums (reduce_lanes). The bias, the
+// activation and the rounding to the output dtype go through the common
+// epilogue (OutputRow), once.
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
@@ -18,20 +22,26 @@ namespace {
 
 constexpr int kReduceThreads = 256;
 
-// One thread per kVec consecutive columns of one row (kVec = 4 when N % 4 == 0:
-// float4 loads of each slab).
+// `lanes` adjacent threads (a power of two dividing the warp) per kVec consecutive columns of one row (kVec = 4
+// when N % 4 == 0: float4 loads of each slab); lane l adds the slices [l * per, (l + 1) * per) in order.
 template <typename T, int kVec>
 __global__ void __launch_bounds__(kReduceThreads) split_reduce_kernel(GemmArgs<T> p, const float* __restrict__ slabs,
-                                                                      int splits) {
+                                                                      int splits, int lanes) {
   const int64_t groups_per_row = (p.N + kVec - 1) / kVec;
   const int64_t rows = static_cast<int64_t>(p.batch) * p.M;
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * kReduceThreads + threadIdx.x;
-  if (i >= rows * groups_per_row) return;
-  const int64_t row = i / groups_per_row;
-  const int n = static_cast<int>(i % groups_per_row) * kVec;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kReduceThreads + threadIdx.x;
+  const int64_t i = t / lanes;
+  const int lane = static_cast<int>(t % lanes);
+  // Every lane of a warp takes part in the shuffles below: a thread past the outputs adds nothing.
+  const bool valid = i < rows * groups_per_row;
+  if (lanes == 1 && !valid) return;
+  const int per = (splits + lanes - 1) / lanes;
+  const int first = min(splits, lane * per), count = min(splits, first + per) - first;
+  const int64_t row = valid ? i / groups_per_row : 0;
+  const int n = valid ? static_cast<int>(i % groups_per_row) * kVec : 0;
   const int bz = static_cast<int>(row / p.M), m = static_cast<int>(row % p.M);
   const int64_t slab = rows * p.N;  // elements of one split's (batch, M, N) slab
-  const float* src = slabs + row * p.N + n;
+  const float* src = slabs + first * slab + row * p.N + n;
   float acc[kVec] = {};
   // kBatch slabs' loads in flight before their adds, which stay in split order: with few outputs and many
   // slices (K-heavy products: 64 x 64 outputs over 114 slices) one load at a time left each thread a chain
@@ -57,13 +67,32 @@ __global__ void __launch_bounds__(kReduceThreads) split_reduce_kernel(GemmArgs<T
         for (int e = 0; e < kVec; ++e) acc[e] += v[j][e];
     src += count * slab;
   };
-  int s = 0;
-  for (; s + kBatch <= splits; s += kBatch) add(kBatch);
-  if (s < splits) add(splits - s);
+  if (valid) {
+    int s = 0;
+    for (; s + kBatch <= count; s += kBatch) add(kBatch);
+    if (s < count) add(count - s);
+  }
+  // The lanes' sums: lane l takes lane l ^ 1's, then l ^ 2's, ... (the same adds in the same order every call).
+  for (int off = 1; off < lanes; off <<= 1)
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], off);
+  if (!valid || lane != 0) return;
   const OutputRow<T> out = output_row(p, bz, m);
 #pragma unroll
   for (int j = 0; j < kVec; ++j)
     if (n + j < p.N) out.store(n + j, acc[j]);
+}
+
+// Threads per output group of the second pass: one, or where the outputs are too few to fill the GPU with
+// threads (a K-heavy product's 64 x 64 outputs over a hundred slices), up to a warp, each adding at least
+// kMinLaneSlices slices, so that a thread's chain of L2 round trips is a few batches, not one per 8 slices.
+constexpr int kMinLaneSlices = 4;
+int reduce_lanes(int64_t groups, int64_t splits) {
+  const int64_t threads = static_cast<int64_t>(at::cuda::getCurrentDeviceProperties()->multiProcessorCount) * 1024;
+  int lanes = 1;
+  while (lanes < 32 && groups * lanes * 2 <= threads && (splits + 2 * lanes - 1) / (2 * lanes) >= kMinLaneSlices)
+    lanes *= 2;
+  return lanes;
 }
 
 template <typename T>
@@ -74,9 +103,10 @@ void launch_reduce(const GemmProblem& p, const float* slabs, int splits, cudaStr
   const GemmArgs<T> args = device_args<T>(q);
   const bool vec = p.N % 4 == 0;  // slabs are contiguous (batch, M, N) fp32: 16-byte rows when N % 4 == 0
   const int64_t groups = p.batch * p.M * ((p.N + (vec ? 3 : 0)) / (vec ? 4 : 1));
-  const dim3 grid(static_cast<unsigned>((groups + kReduceThreads - 1) / kReduceThreads));
-  if (vec) split_reduce_kernel<T, 4><<<grid, kReduceThreads, 0, stream>>>(args, slabs, splits);
-  else split_reduce_kernel<T, 1><<<grid, kReduceThreads, 0, stream>>>(args, slabs, splits);
+  const int lanes = reduce_lanes(groups, splits);
+  const dim3 grid(static_cast<unsigned>((groups * lanes + kReduceThreads - 1) / kReduceThreads));
+  if (vec) split_reduce_kernel<T, 4><<<grid, kReduceThreads, 0, stream>>>(args, slabs, splits, lanes);
+  else split_reduce_kernel<T, 1><<<grid, kReduceThreads, 0, stream>>>(args, slabs, splits, lanes);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
