@@ -39,7 +39,9 @@ tiled_mm in autograd's layouts, and the row the dispatcher picks for each). The 
 are each module's own (as swap(fuse=False) runs them); `merged` lists the projections
 swap(fuse=True) runs as one product, timed apart and merged on both sides; `gated` the
 gated MLPs it runs as one tiled_gated_linear, against cuBLAS's two products, activation
-and multiply (and against tilelab's products apart).
+and multiply (and against tilelab's products apart). Every tilelab product it times is first
+checked against float64 on its first 256 rows (rel_err, dx_rel_err, dw_rel_err: max |error| /
+max |reference|); above the dtype's tolerance the breakdown raises.
 
 Examples:
     python benchmarks/model_ab.py                        # GPU: the default set (~4 min a round on an H200)
@@ -437,11 +439,22 @@ def paired_ms(fns: dict[str, Callable[[], object]], device: str, rep_ms: int) ->
     return {k: sum(v) / len(v) for k, v in times.items()}
 
 
+def checked_err(got: Tensor, ref64: Tensor, what: str) -> float:
+    """max |got - ref| / max |ref| over the rows given (the caller's first 256), against a float64 reference;
+    above the dtype's tolerance it raises: a breakdown times only products that are right."""
+    err = float((got.double() - ref64).abs().max() / ref64.abs().max().clamp_min(1e-30)) if got.numel() else 0.0
+    tol = 3e-2 if got.dtype in (torch.float16, torch.bfloat16) else 1e-4
+    if not err <= tol:
+        raise RuntimeError(f"{what}: error {err:.3g} against float64 exceeds {tol:g}")
+    return err
+
+
 def breakdown(m: Model, x: Tensor, modes: list[str], args) -> dict:
     """Time each unique GEMM problem of the model in isolation: act(F.linear(x, W, b)) (cuBLAS)
     vs tiled_linear(x, W, b, activation=act), forward and (train in modes) forward+backward,
     and then the backward's two products alone (dX, dW: torch.mm vs tiled_mm, with the row picked);
-    each pair in both orders (paired_ms).
+    each pair in both orders (paired_ms). Each of tilelab's products is checked against float64 first
+    (checked_err; `rel_err`, `dx_rel_err`, `dw_rel_err`).
     Returns {"problems": [...], "<side>_<fwd|train>_gemm_ms_per_step": sum of count x time}."""
     dev, rep = args.device, args.gemm_rep_ms
     out = []
@@ -453,6 +466,10 @@ def breakdown(m: Model, x: Tensor, modes: list[str], args) -> dict:
         p.update(dtype=str(w.dtype).replace("torch.", ""), kernel=e.kernel, reason=e.reason)
         ref = lambda a: ACTIVATIONS[act](F.linear(a, w, b))  # noqa: E731
         til = lambda a: tilelab_torch.tiled_linear(a, w, b, activation=act)  # noqa: E731
+        with torch.no_grad():
+            a64 = a[:256].double()
+            ref64 = ACTIVATIONS[act](F.linear(a64, w.double(), None if b is None else b.double()))
+            p["rel_err"] = checked_err(til(a)[:256], ref64, f"tiled_linear {p['M']}x{p['K']}x{p['N']} ({e.kernel})")
         fwd = {"cublas": lambda: ref(a), "tilelab": lambda: til(a)}
         if act:  # the same product with the activation left to torch (what swap(fuse=False) runs)
             fwd["tilelab_unfused"] = lambda: ACTIVATIONS[act](tilelab_torch.tiled_linear(a, w, b))
@@ -473,6 +490,9 @@ def breakdown(m: Model, x: Tensor, modes: list[str], args) -> dict:
             for g, (lhs, rhs) in (("dx", (gy, w)), ("dw", (a.t(), gy) if conv1d else (gy.t(), a))):
                 p[f"{g}_kernel"] = tilelab_torch.explain(lhs, rhs).kernel
                 with torch.no_grad():
+                    p[f"{g}_rel_err"] = checked_err(tilelab_torch.tiled_mm(lhs, rhs)[:256],
+                                                    lhs[:256].double() @ rhs.double(),
+                                                    f"{g} {tuple(lhs.shape)} @ {tuple(rhs.shape)} ({p[f'{g}_kernel']})")
                     ms = paired_ms({"cublas": lambda: torch.mm(lhs, rhs),
                                     "tilelab": lambda: tilelab_torch.tiled_mm(lhs, rhs)}, dev, rep)
                 p.update({f"{k}_{g}_ms": v for k, v in ms.items()})
@@ -493,7 +513,7 @@ def breakdown(m: Model, x: Tensor, modes: list[str], args) -> dict:
 def merged_products(groups: list[dict], args) -> list[dict]:
     """The projections swap(fuse=True) merges (MergedProjections; gemm_problems' groups), one entry per
     shape: the members' products apart (what cuBLAS and swap(fuse=False) run) against the one merged
-    product, forward."""
+    product, forward; the merged product is checked against float64 first (checked_err, `rel_err`)."""
     out, rep = [], args.gemm_rep_ms
     for e in groups:
         ws, bs = e.pop("_w"), e.pop("_b")
@@ -502,6 +522,9 @@ def merged_products(groups: list[dict], args) -> list[dict]:
         with torch.no_grad():
             w, b = torch.cat(ws), (torch.cat(bs) if bs is not None else None)  # the merged weights, a copy
             e.update(N=int(w.shape[0]), kernel=tilelab_torch.explain(a, w.t()).kernel)
+            ref64 = F.linear(a[:256].double(), w.double(), None if b is None else b.double())
+            e["rel_err"] = checked_err(tilelab_torch.tiled_linear(a, w, b)[:256], ref64,
+                                       f"merged tiled_linear {e['M']}x{e['K']}x{e['N']} ({e['kernel']})")
             fns = {}
             for side, f in (("cublas", F.linear), ("tilelab", tilelab_torch.tiled_linear)):
                 fns[f"{side}_apart"] = lambda f=f: [f(a, wi, bj) for wi, bj in zip(ws, bi)]
@@ -525,14 +548,10 @@ def gated_products(groups: list[dict], args) -> list[dict]:
         a = torch.randn(e["M"], e["K"], device=args.device, dtype=wg.dtype)
         e["kernel"] = tilelab_torch.explain_gated(a, wg, wu, activation=act).kernel
         with torch.no_grad():
-            got = tilelab_torch.tiled_gated_linear(a, wg, wu, activation=act)[:256].double()
             a64 = a[:256].double()
             ref = f_act(a64 @ wg.double().t()) * (a64 @ wu.double().t())
-        e["rel_err"] = float((got - ref).abs().max() / ref.abs().max().clamp_min(1e-30))
-        tol = 3e-2 if wg.dtype in (torch.float16, torch.bfloat16) else 1e-4
-        if not e["rel_err"] <= tol:
-            raise RuntimeError(f"tiled_gated_linear {e['M']}x{e['K']}x{e['N']} ({e['kernel']}): error "
-                               f"{e['rel_err']:.3g} against float64 exceeds {tol:g}")
+            e["rel_err"] = checked_err(tilelab_torch.tiled_gated_linear(a, wg, wu, activation=act)[:256], ref,
+                                       f"tiled_gated_linear {e['M']}x{e['K']}x{e['N']} ({e['kernel']})")
         til = tilelab_torch.tiled_linear
         fns = {"cublas": lambda: f_act(F.linear(a, wg)) * F.linear(a, wu),
                "tilelab_unfused": lambda: f_act(til(a, wg)) * til(a, wu),
