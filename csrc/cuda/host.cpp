@@ -87,14 +87,11 @@ const char* layout_name(const Operand& o, bool is_a) {
 
 }  // namespace
 
-at::Tensor gemm_cuda(const char* op, const at::Tensor* bias, const at::Tensor& a, const at::Tensor& b,
-                     bool batched, Activation act, std::optional<c10::string_view> variant,
-                     std::optional<int64_t> tile) {
-  check_gemm_inputs(op, bias, a, b, batched);
-  const c10::cuda::CUDAGuard guard(a.device());
-  GemmCall call = make_gemm(bias, a, b, act);
-  const Choice choice = choose_for(call.problem, device_info(a.get_device()), variant, tile);
-  if (finish_without_product(call)) return call.out;
+namespace {
+// Runs call's product on the chosen row into call.out: split-K, batches past the grid's 65535 layers in
+// chunks, and the activation after the tile families' register epilogues.
+void run_gemm(GemmCall& call, const Choice& choice) {
+  if (finish_without_product(call)) return;
   GemmProblem p = call.problem;
   p.splits = choice.splits;
   // The tile families' register epilogues take no activation: they store
@@ -114,6 +111,16 @@ at::Tensor gemm_cuda(const char* op, const at::Tensor* bias, const at::Tensor& a
     else launch(*choice.cfg, p);
   }
   if (act_after) torch_activation(call.out, call.problem.act, /*in_place=*/true);
+}
+}  // namespace
+
+at::Tensor gemm_cuda(const char* op, const at::Tensor* bias, const at::Tensor& a, const at::Tensor& b,
+                     bool batched, Activation act, std::optional<c10::string_view> variant,
+                     std::optional<int64_t> tile) {
+  check_gemm_inputs(op, bias, a, b, batched);
+  const c10::cuda::CUDAGuard guard(a.device());
+  GemmCall call = make_gemm(bias, a, b, act);
+  run_gemm(call, choose_for(call.problem, device_info(a.get_device()), variant, tile));
   return call.out;
 }
 
@@ -128,16 +135,22 @@ std::tuple<at::Tensor, at::Tensor> linear_pre_cuda(const at::Tensor& x, const at
   check_gemm_inputs("tiled_linear", b, x2, weight.t(), false);
   const c10::cuda::CUDAGuard guard(x.device());
   GemmCall call = make_gemm(b, x2, weight.t(), act);
-  const Choice choice = choose_for(call.problem, device_info(x.get_device()), variant, tile);
+  const DeviceInfo& dev = device_info(x.get_device());
+  const Choice choice = choose_for(call.problem, dev, variant, tile);
   GemmProblem p = call.problem;
   p.splits = choice.splits;
   const bool empty = p.batch == 0 || p.M == 0 || p.N == 0 || p.K == 0;
-  if (act == Activation::None || empty || !hopper_aux_ok(*choice.cfg, p))
-    return GemmOps<gemm_cuda>::linear_pre(x, weight, bias, activation, variant, tile);
+  const int64_t N = weight.size(0);
+  if (act == Activation::None || empty || !hopper_aux_ok(*choice.cfg, p)) {
+    // y as tiled_linear without an activation computes it (its own choice of row), then torch's activation into
+    // a new tensor (GemmOps::linear_pre's composition, on the call already made and checked).
+    call.problem.act = Activation::None;
+    run_gemm(call, choose_for(call.problem, dev, variant, tile));
+    return {linear_output(torch_activation(call.out, act, /*in_place=*/false), x, N), linear_output(call.out, x, N)};
+  }
   const at::Tensor pre = at::empty_like(call.out);
   p.aux = pre.data_ptr();
   launch(*choice.cfg, p);  // one slice of K (hopper_aux_ok), a batch of one
-  const int64_t N = weight.size(0);
   return {linear_output(call.out, x, N), linear_output(pre, x, N)};
 }
 
