@@ -75,8 +75,9 @@ void save_operands(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& 
 // a^T @ grad, each computed transposed (b @ grad^T, grad^T @ a) where its
 // operand is column-major (2-D only, as torch.mm; torch.bmm's backward keeps
 // the plain order).
-std::pair<at::Tensor, at::Tensor> product_grads(AutogradContext* ctx, const at::Tensor& grad, size_t a_index) {
-  const auto saved = ctx->get_saved_variables();
+// `saved`: the node's saved variables, a and b first (save_operands' order), unpacked once by the caller.
+std::pair<at::Tensor, at::Tensor> product_grads(AutogradContext* ctx, const variable_list& saved,
+                                                const at::Tensor& grad, size_t a_index) {
   const at::Tensor &a = saved[0], &b = saved[1];
   const Override o(ctx);
   const bool batched = grad.dim() == 3;
@@ -103,7 +104,7 @@ struct ProductFunction : public torch::autograd::Function<ProductFunction<kBatch
     return (kBatched ? op_bmm() : op_mm()).call(a, b, variant, tile);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    auto [grad_a, grad_b] = product_grads(ctx, grads[0], 0);
+    auto [grad_a, grad_b] = product_grads(ctx, ctx->get_saved_variables(), grads[0], 0);
     return {grad_a, grad_b, at::Tensor(), at::Tensor()};
   }
 };
@@ -122,7 +123,7 @@ struct AddmmFunction : public torch::autograd::Function<AddmmFunction> {
     at::Tensor grad_bias;
     // The bias was broadcast to (M, N): its gradient sums over the broadcast dimensions.
     if (ctx->needs_input_grad(0)) grad_bias = grad.sum_to_size(ctx->saved_data["bias_sizes"].toIntVector());
-    auto [grad_a, grad_b] = product_grads(ctx, grad, 1);
+    auto [grad_a, grad_b] = product_grads(ctx, ctx->get_saved_variables(), grad, 1);
     return {grad_bias, grad_a, grad_b, at::Tensor(), at::Tensor()};
   }
 };
@@ -193,7 +194,8 @@ struct LinearActFunction : public torch::autograd::Function<LinearActFunction> {
     return {out, pre};
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const at::Tensor pre = ctx->get_saved_variables()[2];
+    const variable_list saved = ctx->get_saved_variables();  // a, b (as save_operands saves them), y
+    const at::Tensor& pre = saved[2];
     at::Tensor grad;  // the gradient of y = a @ b + bias
     if (grads[0].defined())
       grad = activation_backward(static_cast<Activation>(ctx->saved_data["act"].toInt()), grads[0], pre);
@@ -202,7 +204,7 @@ struct LinearActFunction : public torch::autograd::Function<LinearActFunction> {
     at::Tensor grad_bias;
     if (ctx->saved_data.count("bias_sizes") != 0 && ctx->needs_input_grad(2))
       grad_bias = grad.sum_to_size(ctx->saved_data["bias_sizes"].toIntVector());
-    auto [grad_a, grad_b] = product_grads(ctx, grad, 0);
+    auto [grad_a, grad_b] = product_grads(ctx, saved, grad, 0);
     return {grad_a, grad_b, grad_bias, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
