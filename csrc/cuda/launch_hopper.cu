@@ -83,7 +83,7 @@ dim3 persistent_grid(const GemmProblem& p, int bm, int bn) {
 // kAux: p0.aux receives the pre-activation as well (hopper_kernel's kAux).
 template <typename T, int BM, int BN, int kStages, bool kPingPong, bool kSwap, bool kAK, bool kBK, bool kAux = false>
 void launch_one(const GemmProblem& p0, bool store_c, cudaStream_t stream) {
-  constexpr int smem = hopper::Ring<BM, BN, kStages, kBK, kSwap ? 2 : 1>::smem;
+  constexpr int smem = hopper::smem_bytes<BM, BN, kStages>();
   constexpr auto kernel = hopper_kernel<T, BM, BN, kStages, kAK, kBK, kPingPong, kSwap, false, kAux>;
   allow_smem<kernel>(smem);
   GemmProblem p = p0;
@@ -190,7 +190,7 @@ void launch_layouts(const GemmProblem& p, cudaStream_t stream) {
 template <typename T, int BM, int BN, int kStages>
 void launch_gated_tiles(const at::Tensor& x, const at::Tensor& w_gate, const at::Tensor& w_up, const at::Tensor& out,
                         Activation act, cudaStream_t stream) {
-  constexpr int smem = hopper::Ring<BM, BN, kStages, true>::smem;
+  constexpr int smem = hopper::smem_bytes<BM, BN, kStages>();
   constexpr auto kernel = hopper_kernel<T, BM, BN, kStages, true, true, false, false, true>;
   allow_smem<kernel>(smem);
   GemmProblem p;

@@ -67,7 +67,7 @@ inline constexpr KernelConfig kConfigs[] = {
   {"hopper_128x128x64",          "hopper",          Family::Hopper,    128, 128, 128, 64,  8, 1,  384, 6, 0, kF16 | kBF16, 90, false, "wgmma m64n128k16 (fp32 acc) + TMA, 128B swizzle, 6-stage mbarrier ring, producer + 2 consumer warpgroups"},
   // 96 wide: a sub-wave product of 128-row tiles on more SMs at fewer bytes a k-step (ViT-B/16 at batch 8:
   // 1576 x 768 outputs are 78 tiles of 128x128, 104 of 128x96; 28 KB a stage against 32).
-  {"hopper_128x96x64",           "hopper",          Family::Hopper,     96, 128,  96, 64,  8, 1,  384, 7, 0, kF16 | kBF16, 90, false, "wgmma m64n96k16 (fp32 acc) + TMA, 128B swizzle, 7-stage mbarrier ring, producer + 2 consumer warpgroups"},
+  {"hopper_128x96x64",           "hopper",          Family::Hopper,     96, 128,  96, 64,  8, 1,  384, 6, 0, kF16 | kBF16, 90, false, "wgmma m64n96k16 (fp32 acc) + TMA, 128B swizzle, 6-stage mbarrier ring, producer + 2 consumer warpgroups"},
   // 64 wide: products of fewer tiles than SMs (128 tokens through a 2048 -> 5632 projection: 44 tiles of 128x128),
   // where a block's pace bounds the time (chooser.cpp, the narrow rows): twice the SMs on the product.
   {"hopper_128x64x64",           "hopper",          Family::Hopper,     64, 128,  64, 64,  8, 1,  384, 8, 0, kF16 | kBF16, 90, false, "wgmma m64n64k16 (fp32 acc) + TMA, 128B swizzle, 8-stage mbarrier ring, producer + 2 consumer warpgroups"},
@@ -76,13 +76,13 @@ inline constexpr KernelConfig kConfigs[] = {
   {"hopper_m64_64x64x64",        "hopper_m64",      Family::Hopper,     64,  64,  64, 64,  4, 1,  256, 12, 0, kF16 | kBF16, 90, false, "wgmma m64n64k16 (fp32 acc) + TMA, 128B swizzle, 12-stage mbarrier ring, producer + 1 consumer warpgroup"},
   // 64 x 96: fewer bytes a stage than 128x64 at nearly as many tiles (128 tokens through a 2048 -> 5632
   // projection: 118 tiles against 88). A row-major B is read in whole 64-column boxes (128 columns a stage).
-  {"hopper_m64_64x96x64",        "hopper_m64",      Family::Hopper,     96,  64,  96, 64,  4, 1,  256, 10, 0, kF16 | kBF16, 90, false, "wgmma m64n96k16 (fp32 acc) + TMA, 128B swizzle, 10-stage mbarrier ring, producer + 1 consumer warpgroup"},
+  {"hopper_m64_64x96x64",        "hopper_m64",      Family::Hopper,     96,  64,  96, 64,  4, 1,  256, 8, 0, kF16 | kBF16, 90, false, "wgmma m64n96k16 (fp32 acc) + TMA, 128B swizzle, 8-stage mbarrier ring, producer + 1 consumer warpgroup"},
   // 160 wide: a fuller last wave where 192 leaves SMs idle (DeepGEMM's unaligned BLOCK_N): a 3072 x 768 weight
   // gradient is 120 tiles of 128x160 on 132 SMs against 96 of 128x192. A tile's last box is 32 columns wide
   // (stored through its own map). No rule picks it (variant= or tune() do): bf16 3072 x 768 over K = 12608,
   // 0.095 ms vs 0.099 for 128x192 on an H200, 0.119 vs 0.099 on an H100. A 112-wide row was slower than
   // 128x128 everywhere it was tried, even with 126 tiles against 108 (H200, 2304 x 768: 0.081 ms vs 0.076).
-  {"hopper_128x160x64",          "hopper",          Family::Hopper,    160, 128, 160, 64,  8, 1,  384, 5, 0, kF16 | kBF16, 90, false, "wgmma m64n160k16 (fp32 acc) + TMA, 128B swizzle, 5-stage mbarrier ring, producer + 2 consumer warpgroups"},
+  {"hopper_128x160x64",          "hopper",          Family::Hopper,    160, 128, 160, 64,  8, 1,  384, 4, 0, kF16 | kBF16, 90, false, "wgmma m64n160k16 (fp32 acc) + TMA, 128B swizzle, 4-stage mbarrier ring, producer + 2 consumer warpgroups"},
   // 192 x 192 (warps 12 x 1, 512 threads: three consumer warpgroups of 64 rows): fewer, larger tiles an SM, at 96
   // flops a byte of a stage against 85 for 128x256, and whole waves where 128-row tiles leave a last wave partly
   // idle (4096 x 5632 outputs: 660 tiles, 5 waves on 132 SMs, against 704 of 128x256, 5.3 waves). Its 4 stages
@@ -97,7 +97,7 @@ inline constexpr KernelConfig kConfigs[] = {
   // 72 rows x 128 columns, and computed as 128 x 72 (wgmma m64n72k16, two consumer warpgroups); its 72 rows step by
   // wgmma's N (8), not its M (64). cuBLAS's tile for sub-wave token counts: 1576 tokens x 768 outputs are 132 tiles
   // (22 x 6), one wave on 132 SMs, against 78 of 128x128 and 104 of 128x96.
-  {"hopper_swap_72x128x64",      "hopper_swap",     Family::Hopper,     72,  72, 128, 64,  8, 1,  384, 7, 0, kF16 | kBF16, 90, false, "swap-AB: wgmma m64n72k16 on C^T (fp32 acc) + TMA, 7-stage ring, 2 consumer warpgroups, C stored transposed through 72 x 16 boxes"},
+  {"hopper_swap_72x128x64",      "hopper_swap",     Family::Hopper,     72,  72, 128, 64,  8, 1,  384, 6, 0, kF16 | kBF16, 90, false, "swap-AB: wgmma m64n72k16 on C^T (fp32 acc) + TMA, 6-stage ring, 2 consumer warpgroups, C stored transposed through 72 x 16 boxes"},
   {"hopper_tf32_128x256x32",     "hopper_tf32",     Family::Hopper,    256, 128, 256, 32,  8, 1,  384, 4, 0, kF32,         90, true,  "TF32 wgmma m64n256k8 (needs precision 'high') + TMA, 4-stage ring, k-contiguous operands (others copied transposed)"},
   {"hopper_tf32_128x128x32",     "hopper_tf32",     Family::Hopper,    128, 128, 128, 32,  8, 1,  384, 6, 0, kF32,         90, true,  "TF32 wgmma m64n128k8 (needs precision 'high') + TMA, 6-stage ring, k-contiguous operands (others copied transposed)"},
   // TF32 on 192 x 192 tiles (the hopper_m192 row's three consumer warpgroups and its 4 x 48 KB stages, 32 of K

@@ -117,42 +117,38 @@ constexpr int consumer_regs() {
   return fits < 232 ? fits : 232;
 }
 
-// A stage holds A's BM rows and B's BN: a k-contiguous B in one box of BN rows, an n-contiguous one in BN
-// rounded up to whole 64-column boxes (a 160-wide tile reads 3, the last one half unused; the TMA fills whole
-// boxes). BM + BN is a multiple of 8, so every stage starts on the swizzle's 1024-byte atom.
-template <int BM, int BN, bool kBK>
+// A stage holds A's BM rows and B's BN rounded up to whole 64-row boxes (an n-contiguous B of a
+// 160-wide tile is read as 3 boxes of 64 columns, the last one half unused).
+template <int BM, int BN>
 constexpr int stage_bytes() {
-  return (BM + (kBK ? BN : (BN + 63) / 64 * 64)) * 128;
+  return (BM + (BN + 63) / 64 * 64) * 128;
 }
 // The epilogue's staging buffers: two per consumer warp (one where two do not fit beside the ring: the
 // 192 x 192 row's 4 x 48 KB), each one TMA-store box of 16 rows x 128 bytes (64 half / 32 fp32 columns),
 // 128-byte swizzled.
 constexpr int kStoreRows = 16;
 constexpr int kStoreBoxBytes = kStoreRows * 128;
-template <int BM>
-constexpr int store_bytes(int bufs) {  // 32 KB for 8 consumer warps with 2 buffers, 16 KB for 4
+template <int BM, int bufs>
+constexpr int store_bytes() {  // 32 KB for 8 consumer warps with 2 buffers, 16 KB for 4
   return consumer_groups<BM>() * 4 * bufs * kStoreBoxBytes;
 }
+// Dynamic shared memory: the ring of kStages stages (the table row's stages:
+// 4 x 48 KB for 128x256 and 192x192, 4 x 40 KB for 128x192 and 128x160, 6 x 32 KB for 128x128 and 128x96,
+// 8 x 24 KB for 128x64, 12 x 16 KB for 64x64, 8 x 24 KB for 64x96), the store buffers, 1 KB of slack to align both
+// to 1024 bytes (the swizzle atom), and the mbarriers.
 constexpr int kMaxSmemBytes = kSm90SmemBytes;  // dynamic shared memory a block may have on sm_90
-// Dynamic shared memory: the ring's stages, the store buffers, 1 KB of slack to align both to 1024 bytes (the
-// swizzle atom), and two mbarriers a stage.
-constexpr int smem_total(int stages, int stage, int store) { return stages * stage + store + 1024 + 2 * 8 * stages; }
-// The ring of a table row (kStages, its `stages`) for one B layout: the row's stages where they fit with
-// kMinBufs store buffers a warp (2 for the swap-AB rows, whose BN x 16 box takes both), else as many as fit
-// (the swap-AB row's 7 x 25 KB with a k-contiguous B, 6 x 32 KB with the whole 64-column boxes of an
-// n-contiguous one); two store buffers where they fit beside it.
-template <int BM, int BN, int kStages, bool kBK, int kMinBufs = 1>
-struct Ring {
-  static constexpr int kStageBytes = stage_bytes<BM, BN, kBK>();
-  static constexpr int stages = [] {
-    int s = kStages;
-    while (s > 2 && smem_total(s, kStageBytes, store_bytes<BM>(kMinBufs)) > kMaxSmemBytes) --s;
-    return s;
-  }();
-  static constexpr int bufs = smem_total(stages, kStageBytes, store_bytes<BM>(2)) <= kMaxSmemBytes ? 2 : 1;
-  static constexpr int smem = smem_total(stages, kStageBytes, store_bytes<BM>(bufs));
-  static_assert(smem <= kMaxSmemBytes, "hopper: the ring must fit in shared memory");
-};
+template <int BM, int BN, int kStages, int bufs>
+constexpr int smem_bytes_with() {
+  return kStages * stage_bytes<BM, BN>() + store_bytes<BM, bufs>() + 1024 + 2 * 8 * kStages;
+}
+template <int BM, int BN, int kStages>
+constexpr int store_bufs() {
+  return smem_bytes_with<BM, BN, kStages, 2>() <= kMaxSmemBytes ? 2 : 1;
+}
+template <int BM, int BN, int kStages>
+constexpr int smem_bytes() {
+  return smem_bytes_with<BM, BN, kStages, store_bufs<BM, BN, kStages>()>();
+}
 
 // Split-K reduced in the kernel (split_reduce_in_kernel in split_reduce.cu: where every slice is a block of one
 // wave, C takes the TMA store and the hand-over costs less than a second pass): the blocks of slices 1.. store
@@ -497,7 +493,7 @@ __device__ __forceinline__ void bar_arrive(int id, int threads) {
 // per-element bias, no slabs for a second pass), the activation p.act is applied in
 // fp32 and each warp converts its rows to T in
 // two shared-memory boxes of 16 x 128 bytes, alternately (one, reused, for the
-// 192-row tiles and where the ring leaves no room: Ring::bufs), and the TMA writes
+// 192-row tiles: store_bufs), and the TMA writes
 // them (clipped at M and N, asynchronously: the warp goes on to its next tile
 // while the writes drain). Otherwise the threads store from registers.
 //
@@ -522,7 +518,7 @@ __device__ __forceinline__ void bar_arrive(int id, int threads) {
 // TMA-store epilogue stores each tile twice, first the value before the activation (bias added) through
 // map_aux (a tile's narrow last box through map_aux_tail), which autograd saves for the activation's backward,
 // then act(value) through map_c: the activation's own pass over the output (read it, write act of it) is gone.
-template <typename T, int BM, int BN, int kRowStages, bool kAK, bool kBK, bool kPingPong, bool kSwap,
+template <typename T, int BM, int BN, int kStages, bool kAK, bool kBK, bool kPingPong, bool kSwap,
           bool kGated = false, bool kAux = false>
 __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
     hopper_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
@@ -532,14 +528,13 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
                   int store_c, hopper::SliceSums fix) {
 #ifdef TILELAB_HOPPER_DEVICE
   using namespace hopper;
-  using R = Ring<BM, BN, kRowStages, kBK, kSwap ? 2 : 1>;
-  constexpr int kStages = R::stages;
+  static_assert(smem_bytes<BM, BN, kStages>() <= kMaxSmemBytes, "hopper: the ring must fit in shared memory");
   static_assert(!kPingPong || (BN <= 128 && BM == 128),
                 "hopper: a ping-pong warpgroup holds a whole 128-row tile (BN / 2 * 2 floats)");
-  constexpr int kStageBytes = R::kStageBytes;
+  constexpr int kStageBytes = stage_bytes<BM, BN>();
   constexpr int kABytes = BM * 128;
   constexpr int kConsumerWarps = 4 * consumer_groups<BM>();
-  constexpr int kBufs = R::bufs;  // staging buffers a consumer warp
+  constexpr int kBufs = store_bufs<BM, BN, kStages>();  // staging buffers a consumer warp
   constexpr int kTileK = tile_k<T>();  // also a box's extent along its contiguous dimension
   static_assert(BN % 8 == 0 && (BN % 64 == 0 || sizeof(T) == 2), "hopper: BN a multiple of 8; of 64 for TF32");
   static_assert(!kSwap || (sizeof(T) == 2 && BM == 128 && !kPingPong && BN * 32 <= kBufs * kStoreBoxBytes),
@@ -561,7 +556,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
   const uint32_t raw = smem_u32(hp_smem);
   const uint32_t ring = (raw + 1023) & ~1023u;
   const uint32_t staging = ring + kStages * kStageBytes;  // the epilogue's boxes (1024-byte aligned)
-  const uint32_t bars = staging + store_bytes<BM>(kBufs);  // full[s] at bars + 8s, empty[s] at bars + 8(kStages + s)
+  const uint32_t bars = staging + store_bytes<BM, kBufs>();  // full[s] at bars + 8s, empty[s] at bars + 8(kStages + s)
   auto full = [&](int s) { return bars + 8 * s; };
   auto empty = [&](int s) { return bars + 8 * (kStages + s); };
   // A stage is released by every consumer warp that read it: both warpgroups'
