@@ -42,10 +42,19 @@ gated MLPs it runs as one tiled_gated_linear, against cuBLAS's two products, act
 and multiply (and against tilelab's products apart). Every tilelab product it times is first
 checked against float64 on its first 256 rows (rel_err, dx_rel_err, dw_rel_err: max |error| /
 max |reference|); above the dtype's tolerance the breakdown raises.
+--profile adds the products as the model runs them (`profile` in the JSON): eager steps of
+every routing under torch.profiler, each GEMM problem (B, M, K, N) with its calls a step and
+the time a call of the kernels launched under its outermost GEMM op (aten::linear / addmm /
+mm / bmm on the cuBLAS side, the tilelab ops on the other; CPU time on the CPU), beside the
+step's time in all kernels. swap(fuse=True)'s products include the activations they fuse,
+which the cuBLAS routing runs as kernels of their own. A product can take longer in the model
+than alone, behind the model's other kernels: the breakdown's isolated times missed this on
+ViT-B/16 at batch 8 (results/h200/README.md).
 
 Examples:
     python benchmarks/model_ab.py                        # GPU: the default set (~4 min a round on an H200)
     python benchmarks/model_ab.py --quick --breakdown    # one config per model, with the GEMM breakdown
+    python benchmarks/model_ab.py --models vit --configs vit=8 --dtypes bf16 --graphs eager --profile
     python benchmarks/model_ab.py --models llama --configs llama=2x2048 --dtypes bf16
     python benchmarks/model_ab.py --device cpu --smoke   # tiny models on the CPU (seconds)
 """
@@ -53,6 +62,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import statistics
 import sys
@@ -355,6 +365,145 @@ def measure(m: Model, routing: str, mode: str, graphs: bool, x: Tensor, y: Tenso
         m.module.zero_grad(set_to_none=True)
         if args.device.startswith("cuda"):
             torch.cuda.empty_cache()
+
+
+# ------------------------------------------------------- in-model profile
+# The products as the model runs them: the outermost GEMM op of each call (aten::linear over its aten::addmm,
+# tiled_linear over the tiled_addmm its autograd node calls) with every kernel launched under it.
+GEMM_OPS = {"aten::linear", "aten::matmul", "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm",
+            "tilelab::tiled_mm", "tilelab::tiled_addmm", "tilelab::tiled_bmm", "tilelab::tiled_linear",
+            "tilelab::_tiled_linear_pre", "tilelab::tiled_gated_linear"}
+
+
+def gemm_key(name: str, shapes: list) -> Optional[tuple]:
+    """(B, M, K, N, gated) of a GEMM op from its recorded input shapes; None if they do not read as one."""
+    s = [list(x) for x in shapes]
+    try:
+        if name in ("aten::addmm", "aten::baddbmm", "tilelab::tiled_addmm"):
+            s = s[1:]  # the bias first
+        if name in ("aten::linear", "tilelab::tiled_linear", "tilelab::_tiled_linear_pre",
+                    "tilelab::tiled_gated_linear"):
+            x, w = s[0], s[1]  # x (..., K), weight (N, K)
+            return (1, math.prod(x[:-1]), x[-1], w[0], name == "tilelab::tiled_gated_linear")
+        a, b = s[0], s[1]
+        if len(a) < 2 or len(b) < 2:  # a product with a vector: not one of the model's GEMMs
+            return None
+        if len(b) == 2:  # a (..., M, K) @ b (K, N): the leading dims fold into M
+            return (1, math.prod(a[:-1]), a[-1], b[1], False)
+        return (math.prod(a[:-2]), a[-2], a[-1], b[-1], False)
+    except (IndexError, TypeError):
+        return None
+
+
+def gemm_times(events, steps: int, on_device: bool) -> tuple[list[dict], float, float]:
+    """Per GEMM problem of a profiled run of `steps` steps: its calls and time per step, with the op names that
+    ran it; and the time per step of every GEMM and of everything. Time: the kernels' durations (CUDA; each
+    op's kernels and its children's), or the CPU's (each op's own and its children's)."""
+    from torch.autograd import DeviceType
+
+    def total(e):  # an op's time with its children's (CUDA: its kernels' and its children's kernels')
+        return e.device_time_total if on_device else e.cpu_time_total
+
+    def own(e):  # each unit of time once: on CUDA the kernels' own events (an op's count its kernels again)
+        if on_device:
+            return e.device_time_total if e.device_type != DeviceType.CPU else 0.0
+        return e.self_cpu_time_total
+
+    def under_gemm(e):
+        p = e.cpu_parent
+        while p is not None:
+            if p.name in GEMM_OPS:
+                return True
+            p = p.cpu_parent
+        return False
+
+    groups: dict = {}
+    everything = 0.0
+    for e in events:
+        everything += own(e)
+        if e.name not in GEMM_OPS or under_gemm(e):
+            continue
+        key = gemm_key(e.name, e.input_shapes)
+        if key is None:
+            continue
+        g = groups.setdefault(key, {"B": key[0], "M": key[1], "K": key[2], "N": key[3], "gated": key[4],
+                                    "ops": [], "calls": 0, "us": 0.0})
+        g["calls"] += 1
+        g["us"] += total(e)
+        if e.name not in g["ops"]:
+            g["ops"].append(e.name)
+    rows = [{**{k: g[k] for k in ("B", "M", "K", "N", "gated", "ops")}, "calls_per_step": g["calls"] / steps,
+             "us_per_call": g["us"] / g["calls"], "us_per_step": g["us"] / steps}
+            for g in sorted(groups.values(), key=lambda g: -g["us"])]
+    return rows, sum(r["us_per_step"] for r in rows), everything / steps
+
+
+def in_model(m: Model, routing: str, mode: str, x: Tensor, y: Tensor, snapshot: list, args) -> dict:
+    """Eager steps of the model under `routing` in torch.profiler (record_shapes): each GEMM problem's calls and
+    time per step as the model runs them, beside its other kernels (gemm_times)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = args.device.startswith("cuda")
+    m.module.train(mode == "train")
+    opt = None
+    if mode == "train":
+        restore(m.module, snapshot)
+        opt = torch.optim.AdamW(m.module.parameters(), lr=1e-4, foreach=True)
+    steps = 1 if args.smoke else 3
+    try:
+        with routed(m.module, routing):
+            step = make_step(m, mode, x, y, opt)
+            for _ in range(2):
+                step()
+            sync(args.device)
+            acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+            with profile(activities=acts, record_shapes=True) as prof:
+                for _ in range(steps):
+                    step()
+                sync(args.device)
+    finally:
+        del opt
+        m.module.zero_grad(set_to_none=True)
+    rows, gemm_us, all_us = gemm_times(prof.events(), steps, cuda)
+    return {"mode": mode, "routing": routing, "steps": steps, "gemms": rows, "gemm_us_per_step": gemm_us,
+            "all_us_per_step": all_us}
+
+
+def joined_profile(entries: list[dict], mode: str) -> list[dict]:
+    """One row per GEMM problem of `mode` across the routings' in-model entries: each routing's calls and µs a
+    call, and cuBLAS's time a step over each tilelab routing's (ratio_*; > 1: tilelab faster)."""
+    by = {e["routing"]: {(g["B"], g["M"], g["K"], g["N"], g["gated"]): g for g in e["gemms"]}
+          for e in entries if e["mode"] == mode}
+    keys = list(dict.fromkeys(k for r in ROUTINGS for k in by.get(r, {})))
+    out = []
+    for k in keys:
+        row = {"B": k[0], "M": k[1], "K": k[2], "N": k[3], "gated": k[4]}
+        for r, tag in zip(ROUTINGS, ("cublas", "apart", "fused")):
+            g = by.get(r, {}).get(k)
+            row[f"{tag}_calls"] = g and g["calls_per_step"]
+            row[f"{tag}_us"] = g and g["us_per_call"]
+        for tag in ("apart", "fused"):
+            c, t = row["cublas_us"], row[f"{tag}_us"]
+            same = c and t and row["cublas_calls"] == row[f"{tag}_calls"]
+            row[f"ratio_{tag}"] = c / t if same else None
+        out.append(row)
+    return out
+
+
+def print_profile(entry: dict) -> None:
+    unit = "µs of kernels" if entry["timing"] == "device" else "µs of CPU"
+    for mode in dict.fromkeys(e["mode"] for e in entry["entries"]):
+        es = {e["routing"]: e for e in entry["entries"] if e["mode"] == mode}
+        print(f"\nGEMMs of {entry['model']} {entry['dtype']} B={entry['batch']} T={entry['seq']} {mode}, "
+              f"in the model ({unit} a call; eager steps under torch.profiler):")
+        common.print_table(joined_profile(entry["entries"], mode), [
+            ("B", "B", "d"), ("M", "M", "d"), ("K", "K", "d"), ("N", "N", "d"), ("gated", "gated", ""),
+            ("x/step", "cublas_calls", ".3g"), ("cuBLAS", "cublas_us", ".2f"),
+            ("fuse=False x/step", "apart_calls", ".3g"), ("fuse=False", "apart_us", ".2f"),
+            ("ratio", "ratio_apart", ".3f"), ("fuse=True x/step", "fused_calls", ".3g"),
+            ("fuse=True", "fused_us", ".2f"), ("ratio", "ratio_fused", ".3f")])
+        print("  a step: " + "; ".join(f"{r} GEMMs {e['gemm_us_per_step']:.1f}, everything {e['all_us_per_step']:.1f}"
+                                      for r, e in es.items()))
 
 
 # --------------------------------------------------------------- breakdown
@@ -692,6 +841,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--fallback", action="store_true", help="the self-contained stand-ins even where "
                                                            "transformers/timm are installed")
     p.add_argument("--breakdown", action="store_true", help="per-GEMM breakdown of each model config")
+    p.add_argument("--profile", action="store_true", help="each model config's GEMMs as the model runs them: "
+                                                           "eager steps of every routing under torch.profiler")
     p.add_argument("--rep-ms", type=float, default=200, help="timed steps per measurement: as many as fit "
                                                               "in this time, at least --min-steps")
     p.add_argument("--min-steps", type=int, default=5)
@@ -733,11 +884,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.breakdown:
         header["breakdown_timing"] = ("each product alone, do_bench median (L2 flushed) per call, the sides "
                                       "measured in turn and then in reverse order, each the mean of its two")
-    rows, bd = [], []
+    if args.profile:
+        header["profile_timing"] = ("eager steps under torch.profiler (record_shapes) after two untimed ones; a "
+                                    "product's time is its outermost GEMM op's with everything launched under it: "
+                                    + ("the kernels' durations (CUPTI)" if cuda else "CPU time"))
+    rows, bd, prof = [], [], []
     t_start = time.perf_counter()
 
     def save(complete: bool) -> None:
-        common.write_json(path, {"header": dict(header, complete=complete), "rows": rows, "breakdown": bd})
+        common.write_json(path, {"header": dict(header, complete=complete), "rows": rows, "breakdown": bd,
+                                 "profile": prof})
 
     for key in args.models:
         for dkey in args.dtypes:
@@ -761,6 +917,19 @@ def main(argv: Optional[list[str]] = None) -> int:
                         entry["error"] = f"{type(e).__name__}: {first_line(e)}"
                         print(f"breakdown of {key} {dkey} B={batch} T={seq} failed: {entry['error']}")
                     bd.append(entry)
+                if args.profile:
+                    entry = {"model": m.row_name, "dtype": dkey, "batch": batch, "seq": seq,
+                             "timing": "device" if cuda else "cpu", "entries": []}
+                    try:
+                        for mode in args.modes:
+                            for r in ROUTINGS:
+                                entry["entries"].append(in_model(m, r, mode, x, y, snapshot, args))
+                        print_profile(entry)
+                    except Exception as e:  # noqa: BLE001 - the model rows are worth keeping
+                        entry["error"] = f"{type(e).__name__}: {first_line(e)}"
+                        print(f"profile of {key} {dkey} B={batch} T={seq} failed: {entry['error']}")
+                    restore(m.module, snapshot)
+                    prof.append(entry)
                 save(complete=False)
             del m, snapshot
             if cuda:

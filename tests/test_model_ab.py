@@ -137,6 +137,96 @@ def test_stand_ins_and_forward_only(tmp_path):
     assert data["breakdown"] == []
 
 
+def test_profile_counts_every_product(tmp_path):
+    """--profile: every routing's products as the model runs them. With fuse=False tilelab runs the same
+    problems as cuBLAS, as often (forward: one per linear layer call; training step: those and the
+    backward's), each from its own ops; fuse=True's gated MLP is one gated problem."""
+    data = run(tmp_path, "--device", "cpu", "--fallback", "--dtypes", "fp32", "--profile")
+    assert "profile_timing" in data["header"]
+    assert [(e["model"], e["batch"]) for e in data["profile"]] == [
+        (f"{k} (stand-in)", model_ab.SMOKE_CONFIGS[k][0][0]) for k in model_ab.MODELS]
+    for entry in data["profile"]:
+        assert "error" not in entry and entry["timing"] == "cpu", entry.get("error")
+        assert [(e["mode"], e["routing"]) for e in entry["entries"]] == [
+            (mo, r) for mo in ("forward", "train") for r in model_ab.ROUTINGS]
+        key = entry["model"].split()[0]
+        m = model_ab.build(key, smoke=True, fallback=True, device="cpu", dtype=torch.float32)
+        x, _ = m.inputs(entry["batch"], entry["seq"])
+        linear_calls = sum(p["count"] for p in model_ab.gemm_problems(m, x)[0])
+        for e in entry["entries"]:
+            where = f"{entry['model']} {e['mode']} {e['routing']}"
+            calls = {(g["B"], g["M"], g["K"], g["N"], g["gated"]): g["calls_per_step"] for g in e["gemms"]}
+            ops = {op for g in e["gemms"] for op in g["ops"]}
+            assert ops <= model_ab.GEMM_OPS, where
+            assert all(op.startswith("aten::" if e["routing"] == "cublas" else "tilelab::") for op in ops), where
+            assert all(g["us_per_call"] >= 0 and g["us_per_step"] == pytest.approx(g["us_per_call"] *
+                       g["calls_per_step"]) for g in e["gemms"]), where
+            assert 0 < e["gemm_us_per_step"] <= e["all_us_per_step"], where
+            if e["routing"] == "cublas":
+                base = calls
+                if e["mode"] == "forward":
+                    assert sum(calls.values()) == linear_calls, where
+                else:  # the backward adds dX (but for the input, which needs no gradient) and dW
+                    assert sum(calls.values()) > 2 * linear_calls, where
+            elif e["routing"] == "swap(fuse=False)":
+                assert calls == base, where
+        fused = {(g["M"], g["N"]): g for g in entry["entries"][2]["gemms"] if g["gated"]}
+        assert bool(fused) == (key == "llama"), entry["model"]
+    # the printed table joins the routings by problem
+    rows = model_ab.joined_profile(data["profile"][0]["entries"], "forward")
+    assert rows and all(r["cublas_calls"] == r["apart_calls"] and r["ratio_apart"] > 0 for r in rows)
+
+
+def test_gemm_times_counts_each_kernel_once():
+    """gemm_times on CUDA events (faked): a product is its outermost GEMM op with the kernels under it (an
+    aten::linear over the aten::addmm that launched the kernel; a tiled_linear over its tiled_addmm and an
+    activation), and a step's time counts every kernel once, from the kernels' own events."""
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    def op(name, shapes, kernels, parent=None):
+        e = SimpleNamespace(name=name, input_shapes=shapes, cpu_parent=parent, device_type=DeviceType.CPU,
+                            kernel_us=sum(kernels), children=[], cpu_time_total=0.0, self_cpu_time_total=0.0)
+        if parent is not None:
+            parent.children.append(e)
+        return e
+
+    def close(e):  # device_time_total as torch computes it: its kernels and its children's
+        e.device_time_total = e.kernel_us + sum(close(c) for c in e.children)
+        return e.device_time_total
+
+    lin = op("aten::linear", [[2, 16, 64], [192, 64], [192]], [])
+    addmm = op("aten::addmm", [[192], [32, 64], [64, 192], [], []], [5.0], lin)
+    tl = op("tilelab::tiled_linear", [[2, 16, 64], [192, 64], [192], [], [], []], [])
+    inner = op("tilelab::tiled_addmm", [[192], [32, 64], [64, 192], [], []], [3.0], tl)
+    gelu = op("aten::gelu_", [[32, 192]], [1.0], tl)
+    norm = op("aten::layer_norm", [[2, 16, 64]], [2.0])
+    ops = [lin, addmm, tl, inner, gelu, norm]
+    for e in ops:
+        if e.cpu_parent is None:
+            close(e)
+    kernels = [SimpleNamespace(name=f"kernel{i}", input_shapes=[], cpu_parent=None, device_type=DeviceType.CUDA,
+                               device_time_total=us) for i, us in enumerate([5.0, 3.0, 1.0, 2.0])]
+    rows, gemm_us, all_us = model_ab.gemm_times(ops + kernels, steps=1, on_device=True)
+    assert [(r["M"], r["K"], r["N"], r["calls_per_step"], r["us_per_call"], r["ops"]) for r in rows] == [
+        (32, 64, 192, 2, 4.5, ["aten::linear", "tilelab::tiled_linear"])]
+    assert (gemm_us, all_us) == (9.0, 11.0)
+
+
+def test_gemm_key():
+    k = model_ab.gemm_key
+    assert k("aten::linear", [[2, 16, 64], [192, 64], [192]]) == (1, 32, 64, 192, False)
+    assert k("aten::addmm", [[192], [32, 64], [64, 192], [], []]) == (1, 32, 64, 192, False)
+    assert k("tilelab::tiled_addmm", [[192], [32, 64], [64, 192], [], []]) == (1, 32, 64, 192, False)
+    assert k("aten::mm", [[512, 32], [32, 64]]) == (1, 512, 32, 64, False)
+    assert k("aten::bmm", [[8, 16, 64], [8, 64, 16]]) == (8, 16, 64, 16, False)
+    assert k("aten::matmul", [[2, 3, 16, 64], [2, 3, 64, 16]]) == (6, 16, 64, 16, False)
+    assert k("aten::matmul", [[2, 16, 64], [64, 10]]) == (1, 32, 64, 10, False)
+    assert k("tilelab::tiled_gated_linear", [[2, 16, 64], [176, 64], [176, 64], []]) == (1, 32, 64, 176, True)
+    assert k("aten::matmul", [[64], [64, 10]]) is None and k("aten::mm", [[3]]) is None
+
+
 def test_missing_library_stands_in(monkeypatch):
     for lib in ("transformers", "timm"):
         monkeypatch.setitem(sys.modules, lib, None)  # `import lib` raises ImportError
@@ -200,7 +290,17 @@ def test_plot(tmp_path):
 @pytest.mark.skipif(not AVAILABLE, reason="needs transformers or timm")
 def test_smoke_cuda_graphs(tmp_path):
     """Eager and CUDA-graph rows on the GPU: every capture (forward, and forward + backward +
-    AdamW(capturable=True)) works for every routing."""
-    data = run(tmp_path, "--device", "cuda", "--models", *AVAILABLE, "--breakdown")
+    AdamW(capturable=True)) works for every routing; --profile reads the kernels' durations."""
+    data = run(tmp_path, "--device", "cuda", "--models", *AVAILABLE, "--breakdown", "--profile")
     check_rows(data["rows"], AVAILABLE, ["bf16", "fp32"], ["forward", "train"], [False, True])
     assert all("error" not in b for b in data["breakdown"])
+    # --profile on the GPU: kernel durations, every product found on both sides, as often
+    for entry in data["profile"]:
+        assert "error" not in entry and entry["timing"] == "device", entry.get("error")
+        by = {(e["mode"], e["routing"]): e for e in entry["entries"]}
+        for mode in ("forward", "train"):
+            c, t = by[mode, "cublas"], by[mode, "swap(fuse=False)"]
+            calls = [{(g["B"], g["M"], g["K"], g["N"]): g["calls_per_step"] for g in e["gemms"]} for e in (c, t)]
+            assert calls[0] == calls[1], (entry["model"], mode)
+            assert all(g["us_per_call"] > 0 for e in (c, t) for g in e["gemms"]), (entry["model"], mode)
+            assert 0 < c["gemm_us_per_step"] < c["all_us_per_step"], (entry["model"], mode)
