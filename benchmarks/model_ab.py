@@ -346,25 +346,37 @@ def restore(module: nn.Module, snapshot: list[Tensor]) -> None:
             p.copy_(s)
 
 
-def measure(m: Model, routing: str, mode: str, graphs: bool, x: Tensor, y: Tensor, snapshot: list,
-            args) -> float:
-    """Median ms per step of the model under `routing`."""
+@contextlib.contextmanager
+def routed_step(m: Model, routing: str, mode: str, x: Tensor, y: Tensor, snapshot: list, args,
+                capturable: bool = False) -> Iterator[Callable[[], Tensor]]:
+    """The model's step under `routing` for the block: a training step starts from the snapshot's weights with
+    a fresh AdamW (every routing the same start, no shared optimizer state); afterwards the gradients are
+    dropped and, on CUDA, the cached memory freed."""
     m.module.train(mode == "train")
     opt = None
     if mode == "train":
-        restore(m.module, snapshot)  # every routing starts from the same weights, with a fresh AdamW
-        opt = torch.optim.AdamW(m.module.parameters(), lr=1e-4, foreach=True, capturable=graphs)
-    step = fn = None
+        restore(m.module, snapshot)
+        opt = torch.optim.AdamW(m.module.parameters(), lr=1e-4, foreach=True, capturable=capturable)
     try:
         with routed(m.module, routing):
-            step = make_step(m, mode, x, y, opt)
-            fn = capture(step) if graphs else step
-            return time_steps(fn, args.device, args.rep_ms, args.min_steps)
+            yield make_step(m, mode, x, y, opt)
     finally:
-        del fn, step, opt  # the graph and its memory pool, the optimizer state, the gradients
+        del opt  # the optimizer state (the caller drops the step, which holds it, inside the block)
         m.module.zero_grad(set_to_none=True)
         if args.device.startswith("cuda"):
             torch.cuda.empty_cache()
+
+
+def measure(m: Model, routing: str, mode: str, graphs: bool, x: Tensor, y: Tensor, snapshot: list,
+            args) -> float:
+    """Median ms per step of the model under `routing`."""
+    with routed_step(m, routing, mode, x, y, snapshot, args, capturable=graphs) as step:
+        fn = capture(step) if graphs else step
+        del step
+        try:
+            return time_steps(fn, args.device, args.rep_ms, args.min_steps)
+        finally:
+            del fn  # the graph and its memory pool, the step and its optimizer: before routed_step frees the cache
 
 
 # ------------------------------------------------------- in-model profile
@@ -444,26 +456,17 @@ def in_model(m: Model, routing: str, mode: str, x: Tensor, y: Tensor, snapshot: 
     from torch.profiler import ProfilerActivity, profile
 
     cuda = args.device.startswith("cuda")
-    m.module.train(mode == "train")
-    opt = None
-    if mode == "train":
-        restore(m.module, snapshot)
-        opt = torch.optim.AdamW(m.module.parameters(), lr=1e-4, foreach=True)
     steps = 1 if args.smoke else 3
-    try:
-        with routed(m.module, routing):
-            step = make_step(m, mode, x, y, opt)
-            for _ in range(2):
+    with routed_step(m, routing, mode, x, y, snapshot, args) as step:
+        for _ in range(2):
+            step()
+        sync(args.device)
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        with profile(activities=acts, record_shapes=True) as prof:
+            for _ in range(steps):
                 step()
             sync(args.device)
-            acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-            with profile(activities=acts, record_shapes=True) as prof:
-                for _ in range(steps):
-                    step()
-                sync(args.device)
-    finally:
-        del opt
-        m.module.zero_grad(set_to_none=True)
+        del step  # and its optimizer, before routed_step frees the cache
     rows, gemm_us, all_us = gemm_times(prof.events(), steps, cuda)
     return {"mode": mode, "routing": routing, "steps": steps, "gemms": rows, "gemm_us_per_step": gemm_us,
             "all_us_per_step": all_us}
