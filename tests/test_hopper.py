@@ -197,6 +197,34 @@ def test_split_k_added_in_the_kernel(high, config, shape, splits, how):
         torch.ops.tilelab._set_split_reduce(None)
 
 
+@pytest.mark.parametrize("config", ROW_NAMES + TF32_NAMES)
+def test_activation_in_every_layout(high, config):
+    """tiled_linear with an activation where x or W is a transposed view (A m-contiguous, B n-contiguous). A
+    half row's activation kernels are compiled for x @ W.t()'s layouts only: in the others the product goes
+    through its TMA-store kernel without one and the host applies it after; TF32 copies its operands
+    k-contiguous and applies it in the kernel. C's rows aligned (N = 264: the TMA store), tile edges in M and
+    N; against float64 with a poisoned output."""
+    seed = fresh_seed()
+    dtype = torch.float32 if config in TF32_NAMES else torch.bfloat16
+    tol = TOL_TF32 if dtype == torch.float32 else TOL[dtype]
+    M, K, N = 300, 136, 264
+    for x_t in (False, True):
+        for w_t in (False, True):
+            x = torch.randn(K, M, device="cuda", dtype=dtype).t() if x_t else torch.randn(M, K, device="cuda",
+                                                                                         dtype=dtype)
+            w = torch.randn(K, N, device="cuda", dtype=dtype).t() if w_t else torch.randn(N, K, device="cuda",
+                                                                                         dtype=dtype)
+            bias = torch.randn(N, device="cuda", dtype=dtype)
+            x64, w64, b64 = x.double(), w.double(), bias.double()
+            for act in ("relu", "gelu", "gelu_tanh", "silu"):
+                ref = ACT_REFS[act](x64 @ w64.t() + b64)
+                poison = Poisoned(M * N, dtype, "cuda")
+                got = torch.ops.tilelab.tiled_linear(x, w, bias, activation=act, variant=config)
+                assert poison.reused(got), "the output did not reuse the poisoned block"
+                err = float((got.double() - ref).norm() / (x64.abs() @ w64.abs().t() + b64.abs()).norm())
+                assert err <= tol, f"{config} x^T {x_t} W^T {w_t} {act}: {err:.3g}, seed={seed}"
+
+
 @pytest.mark.parametrize("dtype", HALF, ids=["bf16", "fp16"])
 def test_auto_uses_hopper_for_large_half(dtype):
     """On sm_90 the dispatcher sends large half-precision products to wgmma, aligned or not."""

@@ -78,8 +78,12 @@ constexpr bool family_splits_k(Family f) { return family_tile_epilogue(f) || f =
 
 // Whether the hopper kernels write p's output through their TMA-store
 // epilogue (C's rows and batches 16-byte aligned, no per-element bias, no
-// split-K slabs: one slice of K, or slices the kernel adds itself), which
-// applies p.act itself (launch_hopper.cu).
+// split-K slabs: one slice of K, or slices the kernel adds itself).
+bool hopper_tma_store(const GemmProblem& p);
+
+// Whether they do and also apply p.act there, if p has one (launch_hopper.cu):
+// the activation kernels are compiled for x @ W.t()'s layouts in half
+// precision (any layout in TF32); elsewhere gemm_cuda applies it after them.
 bool hopper_fuses_activation(const GemmProblem& p);
 
 // Whether family f's kernel (with split-K, its reduction) applies p.act: every

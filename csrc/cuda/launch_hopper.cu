@@ -78,13 +78,15 @@ dim3 persistent_grid(const GemmProblem& p, int bm, int bn) {
   return dim3(static_cast<unsigned>(std::max<int64_t>(1, std::min(count, sms))));
 }
 
-// p0: the product as the kernel computes it (for a swap-AB row, the transposed one: swapped()); store_c:
-// hopper_fuses_activation of the caller's product.
+// p0: the product as the kernel computes it (for a swap-AB row, the transposed one: swapped()); kStore: the
+// epilogue (store_path of the caller's product).
 // kAux: p0.aux receives the pre-activation as well (hopper_kernel's kAux).
-template <typename T, int BM, int BN, int kStages, bool kPingPong, bool kSwap, bool kAK, bool kBK, bool kAux = false>
-void launch_one(const GemmProblem& p0, bool store_c, cudaStream_t stream) {
+template <typename T, int BM, int BN, int kStages, bool kPingPong, bool kSwap, bool kAK, bool kBK, hopper::Store kStore,
+          bool kAux = false>
+void launch_one(const GemmProblem& p0, cudaStream_t stream) {
+  constexpr bool store_c = kStore != hopper::Store::Registers;
   constexpr int smem = hopper::smem_bytes<BM, BN, kStages>();
-  constexpr auto kernel = hopper_kernel<T, BM, BN, kStages, kAK, kBK, kPingPong, kSwap, false, kAux>;
+  constexpr auto kernel = hopper_kernel<T, BM, BN, kStages, kAK, kBK, kPingPong, kSwap, kStore, false, kAux>;
   allow_smem<kernel>(smem);
   GemmProblem p = p0;
   align_operand_rows(p);
@@ -100,8 +102,9 @@ void launch_one(const GemmProblem& p0, bool store_c, cudaStream_t stream) {
                                 : make_map(a.data, p.dtype, p.M, p.K, ba, lda, a.s_batch, kTileK);
   const CUtensorMap map_b = kBK ? make_map(b.data, p.dtype, p.K, p.N, bb, ldb, b.s_batch, BN)
                                 : make_map(b.data, p.dtype, p.N, p.K, bb, ldb, b.s_batch, kTileK);
-  TORCH_CHECK(store_c || p.act == Activation::None,
-              "tilelab: internal error: an activation for the hopper register epilogue (the host applies it)");
+  TORCH_CHECK((kStore == hopper::Store::TmaActivation) == (p.act != Activation::None),
+              "tilelab: internal error: an activation for a hopper kernel without its code, or the reverse (the "
+              "host applies it after the register epilogue and where hopper_fuses_activation says no)");
   // C's map: boxes of 64 (n) x 16 (m), 128-byte swizzled; swap-AB: C is p's transpose (N rows of M), stored
   // in unswizzled boxes of 16 columns (one warp's 16 rows of the transposed tile) x BN rows.
   const CUtensorMap map_c =
@@ -141,8 +144,15 @@ void launch_one(const GemmProblem& p0, bool store_c, cudaStream_t stream) {
   }
   kernel<<<persistent_grid(p, BM, BN), hopper::threads<BM>(), smem, stream>>>(
       map_a, map_b, map_b /* map_b2: gated tiles only */, map_c, map_c_tail, map_aux, map_aux_tail,
-      device_args<T>(p), a_batch ? 1 : 0, b_batch ? 1 : 0, store_c ? 1 : 0, fix);
+      device_args<T>(p), a_batch ? 1 : 0, b_batch ? 1 : 0, fix);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// The epilogue of p's kernel (hopper::Store): the TMA store where C allows it (hopper_tma_store), with the
+// activation code where p has one (the host left it set only where hopper_fuses_activation), else from registers.
+hopper::Store store_path(const GemmProblem& p) {
+  if (!hopper_tma_store(p)) return hopper::Store::Registers;
+  return p.act == Activation::None ? hopper::Store::Tma : hopper::Store::TmaActivation;
 }
 
 // TF32 wgmma reads only k-contiguous operands: a column-major A / row-major B
@@ -152,7 +162,13 @@ void launch_tf32(const GemmProblem& p0, cudaStream_t stream) {
   GemmProblem p = p0;
   if (!p.a.k_contiguous) flip_contiguity(p, p.a, true);
   if (!p.b.k_contiguous) flip_contiguity(p, p.b, false);
-  launch_one<float, BM, BN, kStages, false, false, true, true>(p, hopper_fuses_activation(p), stream);
+  const hopper::Store path = store_path(p);
+  if (path == hopper::Store::Tma)
+    launch_one<float, BM, BN, kStages, false, false, true, true, hopper::Store::Tma>(p, stream);
+  else if (path == hopper::Store::TmaActivation)
+    launch_one<float, BM, BN, kStages, false, false, true, true, hopper::Store::TmaActivation>(p, stream);
+  else
+    launch_one<float, BM, BN, kStages, false, false, true, true, hopper::Store::Registers>(p, stream);
 }
 
 // The transposed product C^T = B^T A^T of p, as a swap-AB kernel reads it: the operands trade places (an
@@ -166,19 +182,29 @@ GemmProblem swapped(const GemmProblem& p) {
   return q;
 }
 
+// Half rows: each layout with the TMA store and from registers; the activation kernels (and the pre-activation
+// store's) in x @ W.t()'s layouts only, where tiled_linear fuses them (hopper_fuses_activation).
 template <typename T, int BM, int BN, int kStages, bool kPingPong, bool kSwap>
 void launch_layouts(const GemmProblem& p, cudaStream_t stream) {
-  const bool store_c = hopper_fuses_activation(p);
+  using hopper::Store;
+  const Store path = store_path(p);
   const auto run = [&](const GemmProblem& q) {
     with_layouts(q, [&](auto ak, auto bk) {
       constexpr bool kAK = decltype(ak)::value, kBK = decltype(bk)::value;
-      // The pre-activation output: x @ W.t() (F.linear's layouts) only (hopper_aux_ok).
-      if constexpr (kAK && kBK && !kSwap) {
-        if (q.aux != nullptr) return launch_one<T, BM, BN, kStages, kPingPong, kSwap, true, true, true>(q, store_c,
-                                                                                                        stream);
+      if constexpr (kAK && kBK) {
+        if (path == Store::TmaActivation) {
+          if constexpr (!kSwap) {  // the pre-activation output (hopper_aux_ok)
+            if (q.aux != nullptr)
+              return launch_one<T, BM, BN, kStages, kPingPong, kSwap, true, true, Store::TmaActivation, true>(q, stream);
+          }
+          TORCH_CHECK(q.aux == nullptr, "tilelab: internal error: no pre-activation output for swap-AB rows");
+          return launch_one<T, BM, BN, kStages, kPingPong, kSwap, true, true, Store::TmaActivation>(q, stream);
+        }
       }
-      TORCH_CHECK(q.aux == nullptr, "tilelab: internal error: no pre-activation output for this row or layout");
-      launch_one<T, BM, BN, kStages, kPingPong, kSwap, kAK, kBK>(q, store_c, stream);
+      TORCH_CHECK(q.aux == nullptr && path != Store::TmaActivation,
+                  "tilelab: internal error: no activation or pre-activation output for this row or layout");
+      if (path == Store::Tma) launch_one<T, BM, BN, kStages, kPingPong, kSwap, kAK, kBK, Store::Tma>(q, stream);
+      else launch_one<T, BM, BN, kStages, kPingPong, kSwap, kAK, kBK, Store::Registers>(q, stream);
     });
   };
   if constexpr (kSwap) run(swapped(p));
@@ -191,7 +217,8 @@ template <typename T, int BM, int BN, int kStages>
 void launch_gated_tiles(const at::Tensor& x, const at::Tensor& w_gate, const at::Tensor& w_up, const at::Tensor& out,
                         Activation act, cudaStream_t stream) {
   constexpr int smem = hopper::smem_bytes<BM, BN, kStages>();
-  constexpr auto kernel = hopper_kernel<T, BM, BN, kStages, true, true, false, false, true>;
+  constexpr auto kernel = hopper_kernel<T, BM, BN, kStages, true, true, false, false, hopper::Store::TmaActivation,
+                                        true>;
   allow_smem<kernel>(smem);
   GemmProblem p;
   p.M = x.size(0), p.K = x.size(1), p.N = w_gate.size(0);
@@ -205,8 +232,7 @@ void launch_gated_tiles(const at::Tensor& x, const at::Tensor& w_gate, const at:
   const CUtensorMap map_b2 = make_map(w_up.data_ptr(), p.dtype, p.K, p.N, 1, w_up.stride(0), 0, BN / 2);
   const CUtensorMap map_c = make_map(p.c, p.dtype, p.N, p.M, 1, p.sc_m, p.sc_b, hopper::kStoreRows);
   kernel<<<persistent_grid(p, BM, BN / 2), hopper::threads<BM>(), smem, stream>>>(
-      map_a, map_b, map_b2, map_c, map_c, map_c, map_c, device_args<T>(p), 0, 0, 1,
-      hopper::SliceSums{nullptr, nullptr});
+      map_a, map_b, map_b2, map_c, map_c, map_c, map_c, device_args<T>(p), 0, 0, hopper::SliceSums{nullptr, nullptr});
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -227,11 +253,19 @@ void launch_hopper_gated(int bm, const at::Tensor& x, const at::Tensor& w_gate, 
   else run(c10::BFloat16{});
 }
 
-// The TMA-store epilogue (hopper.cuh), which also applies the activation: C's rows and batches 16-byte
-// aligned, no per-element bias (a column bias is added in registers), no split-K slabs (stored from
-// registers; slices that the kernel adds itself end in this epilogue).
-bool hopper_fuses_activation(const GemmProblem& p) {
+// The TMA-store epilogue (hopper.cuh): C's rows and batches 16-byte aligned, no per-element bias (a column
+// bias is added in registers), no split-K slabs (stored from registers; slices that the kernel adds itself
+// end in this epilogue).
+bool hopper_tma_store(const GemmProblem& p) {
   return p.partial == nullptr && (p.bias == nullptr || p.sbias_m == 0) && c_rows_aligned16(p);
+}
+
+// ... which applies p.act in the kernels compiled with it (launch_layouts): x @ W.t()'s layouts (both operands
+// k-contiguous, in either order: swap-AB rows exchange them) in half precision, every layout in TF32 (copied
+// k-contiguous first).
+bool hopper_fuses_activation(const GemmProblem& p) {
+  return hopper_tma_store(p) &&
+         (p.act == Activation::None || p.dtype == at::kFloat || (p.a.k_contiguous && p.b.k_contiguous));
 }
 
 bool hopper_aux_ok(const KernelConfig& row, const GemmProblem& p) {

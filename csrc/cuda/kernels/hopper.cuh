@@ -467,9 +467,22 @@ __device__ __forceinline__ void bar_arrive(int id, int threads) {
 }
 #endif
 
+// The epilogue a hopper_kernel instantiation carries: the host picks one per product (launch_layouts in
+// launch_hopper.cu), so each kernel holds the code of one store path only.
+//   Tma: the TMA-store epilogue, no activation code;
+//   TmaActivation: the same with the activations (and the gated and pre-activation stores);
+//   Registers: stores from registers (unaligned C, a per-element bias, split-K slabs), no activation.
+// One kernel with every path ran them from a run-time flag: 131 KB of SASS for 128 x 160 against 35 KB with the
+// TMA store only, and the code a plain x @ W.t() ran sat at both ends of it (the main loop's wgmma at 0x40f0, the
+// store at 0x11950). Behind a model's other kernels that cost it 9% (H200, ViT-B/16's fc1 1576 x 768 x 3072 + bias
+// between a layer norm, SDPA, a GELU and another product: 16.30 -> 17.79 us against 16.02 -> 16.33 with the TMA
+// store only).
+enum class Store { Tma, TmaActivation, Registers };
+
 }  // namespace hopper
 
 // kAK: A is k-contiguous (row-major); kBK: B is k-contiguous (column-major).
+// kStore: the one store path the kernel carries (hopper::Store above).
 // map_a / map_b: 3-D TMA maps (contiguous dim, rows, batch) built by the host
 // with 64-element boxes and the 128-byte swizzle; a_batch / b_batch: 1 if the
 // operand has a batch dimension, 0 if one matrix serves every batch.
@@ -488,14 +501,13 @@ __device__ __forceinline__ void bar_arrive(int id, int threads) {
 //     other's MMAs.
 //
 // Epilogue: the column bias (loaded before the tile's MMAs; TF32: a share a lane) is
-// added to the accumulators; then, when the host
-// made a map of C (store_c: C's rows and batches 16-byte aligned, no
-// per-element bias, no slabs for a second pass), the activation p.act is applied in
-// fp32 and each warp converts its rows to T in
+// added to the accumulators; then, in the TMA-store kernels (kStore Tma or TmaActivation: the host made a map
+// of C, whose rows and batches are 16-byte aligned, no per-element bias, no slabs for a second pass), the
+// activation p.act is applied in fp32 (TmaActivation) and each warp converts its rows to T in
 // two shared-memory boxes of 16 x 128 bytes, alternately (one, reused, for the
 // 192-row tiles: store_bufs), and the TMA writes
 // them (clipped at M and N, asynchronously: the warp goes on to its next tile
-// while the writes drain). Otherwise the threads store from registers.
+// while the writes drain). The Registers kernels store from registers.
 //
 // Split-K (p.splits > 1): into slabs that split_reduce.cu adds (p.partial), or,
 // with `fix` set, reduced here: the block of slice 0 adds the other slices'
@@ -512,20 +524,20 @@ __device__ __forceinline__ void bar_arrive(int id, int threads) {
 // is BM x BN / 2 of C. Its B stage holds BN / 2 rows of B (map_b) and, after them, the same BN / 2 rows of B2
 // (map_b2; both maps' boxes are BN / 2 rows), so one BN-wide wgmma computes both products for those columns;
 // the epilogue multiplies them (gate_all) and stores the BN / 2 columns through the TMA. Cooperative 128-row
-// or 64-row tiles, half precision, no bias, no split-K, store_c always (the host checks: gated_plan, host.cpp).
+// or 64-row tiles, half precision, no bias, no split-K, Store::TmaActivation (the host checks: gated_plan, host.cpp).
 //
 // kAux (tiled_linear's training path: linear_pre_cuda in host.cpp, hopper_aux_ok in launch_hopper.cu): the
 // TMA-store epilogue stores each tile twice, first the value before the activation (bias added) through
 // map_aux (a tile's narrow last box through map_aux_tail), which autograd saves for the activation's backward,
 // then act(value) through map_c: the activation's own pass over the output (read it, write act of it) is gone.
-template <typename T, int BM, int BN, int kStages, bool kAK, bool kBK, bool kPingPong, bool kSwap,
+template <typename T, int BM, int BN, int kStages, bool kAK, bool kBK, bool kPingPong, bool kSwap, hopper::Store kStore,
           bool kGated = false, bool kAux = false>
 __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
     hopper_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                   const __grid_constant__ CUtensorMap map_b2, const __grid_constant__ CUtensorMap map_c,
                   const __grid_constant__ CUtensorMap map_c_tail, const __grid_constant__ CUtensorMap map_aux,
                   const __grid_constant__ CUtensorMap map_aux_tail, GemmArgs<T> p, int a_batch, int b_batch,
-                  int store_c, hopper::SliceSums fix) {
+                  hopper::SliceSums fix) {
 #ifdef TILELAB_HOPPER_DEVICE
   using namespace hopper;
   static_assert(smem_bytes<BM, BN, kStages>() <= kMaxSmemBytes, "hopper: the ring must fit in shared memory");
@@ -548,6 +560,9 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
                 "hopper: gated tiles are half precision, k-contiguous, cooperative, BN / 2 a multiple of 8");
   constexpr int kOutN = kGated ? BN / 2 : BN;  // columns of C a tile holds
   static_assert(!kAux || (!kGated && !kSwap), "hopper: the pre-activation store is for ordinary tiles");
+  constexpr bool kStoreC = kStore != Store::Registers;         // C through the TMA
+  constexpr bool kActivate = kStore == Store::TmaActivation;  // the activation code compiled in
+  static_assert(kActivate || (!kGated && !kAux), "hopper: the gated and pre-activation stores activate");
   static_assert(sizeof(T) == 2 || (std::is_same_v<T, float> && kAK && kBK),
                 "hopper: 16-bit inputs, or k-contiguous fp32 (TF32)");
 
@@ -712,7 +727,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
       // Ping-pong: the other warpgroup may start its next tile's MMAs (if the block has one for it).
       if (kPingPong && i + gridDim.x < sched.count) bar_arrive(kOrderBar + (1 - c), 256);
 
-      if (fix.ready != nullptr) {
+      if (kStoreC && fix.ready != nullptr) {
         // In-kernel split-K (SliceSums): a tile's consumer threads (both warpgroups cooperative, one ping-pong),
         // each float4 of a slot at (h, q4) x threads + the thread's index, so a warp's stores and loads are
         // 512 contiguous bytes.
@@ -778,8 +793,8 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
       if constexpr (kSwap) {
         // This warp's 16 rows of C^T are 16 adjacent columns of C.
         const int mrow = m0 + c * 64 + warp * 16;
-        if (store_c) {
-          // The host makes store_c only where a bias left in out.bias runs along C's columns (F.linear's):
+        if constexpr (kStoreC) {
+          // The host picks a TMA-store kernel only where a bias left in out.bias runs along C's columns (F.linear's):
           // along these rows, two values a thread.
           float rb[2] = {0.0f, 0.0f};
           if (out.bias != nullptr) {
@@ -792,7 +807,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
 #pragma unroll
           for (int q = 0; q < BN / 8; ++q)
             d[0][4 * q] += rb[0], d[0][4 * q + 1] += rb[0], d[0][4 * q + 2] += rb[1], d[0][4 * q + 3] += rb[1];
-          if (p.act != Activation::None) activate_all<true>(p.act, d[0]);
+          if constexpr (kActivate) activate_all<true>(p.act, d[0]);
           // The warp's box: BN rows (C's rows n0..) of 16 columns (C's columns mrow..), 32 bytes a row, in
           // this warp's two staging buffers (4 KB), free once its last store has read them.
           const uint32_t buf = staging + ((c * 4 + warp) * kBufs) * kStoreBoxBytes;
@@ -818,7 +833,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
             tma_store(&map_c, buf, mrow, n0, bz);
             bulk_commit();
           }
-          continue;
+          continue;  // (the register path below is unreachable in this kernel, so not compiled into it)
         }
         // From registers: C[n][m] (row n of C: c_row; of the slab, rows of p.M), each element tested against
         // the edges.
@@ -843,15 +858,15 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
             }
         continue;
       }
-      if (store_c) {
+      if constexpr (kStoreC) {
 #pragma unroll 1
         for (int pass = kAux ? 1 : 0; pass >= 0; --pass) {  // kAux: pass 1 stores the pre-activation
-          // The activation (the host leaves p.act set only for this path): one uniform branch per tile, an
-          // unrolled loop per activation. Gated: act(gate) * up into the first kOutN columns.
+          // The activation (TmaActivation: the host picks it only with p.act set): one uniform branch per tile,
+          // an unrolled loop per activation. Gated: act(gate) * up into the first kOutN columns.
           if (pass == 0) {
             if constexpr (kGated) {
               gate_all(p.act, d[0]);
-            } else if (p.act != Activation::None) {
+            } else if constexpr (kActivate) {
 #pragma unroll
               for (int h = 0; h < kHalves; ++h) activate_all<sizeof(T) == 2>(p.act, d[h]);
             }
@@ -911,7 +926,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
             }
           }
         }
-        continue;
+        continue;  // (as above: no register path in this kernel)
       }
       // A split-K slice's interior tile (every row < M, every column < N): its raw fp32 sums into the slab
       // without a test, one base address per row and the columns as immediate offsets (the general path
@@ -945,7 +960,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
         }
       });
     }
-    if (store_c && lane == 0) bulk_wait_all();  // the block's last writes have landed
+    if (kStoreC && lane == 0) bulk_wait_all();  // the block's last writes have landed
   }
 #else
   // Not compiled for sm_90a: the chooser never launches this (launch_hopper.cu: hopper_cannot_run).
