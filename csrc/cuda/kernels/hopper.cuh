@@ -578,7 +578,9 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
   // (cooperative) or the one warpgroup's whose tile it holds (ping-pong).
   constexpr int kReleases = kPingPong ? kConsumerWarps / 2 : kConsumerWarps;
 
-  const int tid = threadIdx.x, wg = tid / 128;
+  // The warpgroup index through a shuffle: the compiler then knows it is the same across a warp, and keeps what
+  // derives from it (the wgmma descriptors) in uniform registers.
+  const int tid = threadIdx.x, wg = __shfl_sync(0xffffffffu, tid / 128, 0);
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(full(s), 1);            // the producer's expect_tx arrival (+ the bytes)
@@ -698,20 +700,21 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
         const int s = it % kStages;
         mbar_wait(full(s), (it / kStages) & 1);
         const uint32_t stage = ring + s * kStageBytes;
-        const uint32_t sb = stage + kABytes;
+        // The stage's descriptors, once: a k16 slice's is the same plus its offset in 16-byte units (the start
+        // address field cannot carry: the ring lies below 256 KB).
+        const uint64_t desc_b = make_desc(stage + kABytes, kLboB, 1024);
+        // The m64 half h (ping-pong) or c (cooperative) of A starts h or c times 8 KB into the stage, in both A
+        // layouts.
+        const uint64_t desc_a = make_desc(stage + (kPingPong ? 0 : c) * kBoxBytes, kLboA, 1024);
 #pragma unroll
         for (int h = 0; h < kHalves; ++h) fence_regs(d[h]);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {  // 4 x 32 bytes of K
 #pragma unroll
-          for (int h = 0; h < kHalves; ++h) {
-            // The m64 half h (ping-pong) or c (cooperative) of A starts h or c times 8 KB into the stage,
-            // in both A layouts.
-            const uint32_t sa = stage + (kPingPong ? h : c) * kBoxBytes;
-            wgmma<T, BN, kAK ? 0 : 1, kBK ? 0 : 1>(d[h], make_desc(sa + kk * kStepA, kLboA, 1024),
-                                                    make_desc(sb + kk * kStepB, kLboB, 1024));
-          }
+          for (int h = 0; h < kHalves; ++h)
+            wgmma<T, BN, kAK ? 0 : 1, kBK ? 0 : 1>(d[h], desc_a + ((h * kBoxBytes + kk * kStepA) >> 4),
+                                                    desc_b + ((kk * kStepB) >> 4));
         }
         wgmma_commit();
         // Keep this k-tile's group in flight; the previous one is done, so its stage is free.
