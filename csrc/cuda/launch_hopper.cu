@@ -192,13 +192,15 @@ void launch_layouts(const GemmProblem& p, cudaStream_t stream) {
     with_layouts(q, [&](auto ak, auto bk) {
       constexpr bool kAK = decltype(ak)::value, kBK = decltype(bk)::value;
       if constexpr (kAK && kBK) {
-        if (path == Store::TmaActivation) {
+        constexpr Store kAct = Store::TmaActivation;
+        if (path == kAct) {
           if constexpr (!kSwap) {  // the pre-activation output (hopper_aux_ok)
-            if (q.aux != nullptr)
-              return launch_one<T, BM, BN, kStages, kPingPong, kSwap, true, true, Store::TmaActivation, true>(q, stream);
+            if (q.aux != nullptr) {
+              return launch_one<T, BM, BN, kStages, kPingPong, kSwap, true, true, kAct, true>(q, stream);
+            }
           }
           TORCH_CHECK(q.aux == nullptr, "tilelab: internal error: no pre-activation output for swap-AB rows");
-          return launch_one<T, BM, BN, kStages, kPingPong, kSwap, true, true, Store::TmaActivation>(q, stream);
+          return launch_one<T, BM, BN, kStages, kPingPong, kSwap, true, true, kAct>(q, stream);
         }
       }
       TORCH_CHECK(q.aux == nullptr && path != Store::TmaActivation,
