@@ -17,6 +17,7 @@
 #include <cudaTypedefs.h>
 
 #include <sstream>
+#include <type_traits>
 
 #include "aligned_copy.h"
 #include "kernels/hopper.cuh"
@@ -155,6 +156,16 @@ hopper::Store store_path(const GemmProblem& p) {
   return p.act == Activation::None ? hopper::Store::Tma : hopper::Store::TmaActivation;
 }
 
+// Calls fn with path as a compile-time constant (std::integral_constant<hopper::Store, ...>), as with_layouts
+// does for the operand layouts.
+template <typename Fn>
+void with_store(hopper::Store path, Fn&& fn) {
+  using hopper::Store;
+  if (path == Store::Tma) fn(std::integral_constant<Store, Store::Tma>{});
+  else if (path == Store::TmaActivation) fn(std::integral_constant<Store, Store::TmaActivation>{});
+  else fn(std::integral_constant<Store, Store::Registers>{});
+}
+
 // TF32 wgmma reads only k-contiguous operands: a column-major A / row-major B
 // is copied transposed first.
 template <int BM, int BN, int kStages>
@@ -162,13 +173,9 @@ void launch_tf32(const GemmProblem& p0, cudaStream_t stream) {
   GemmProblem p = p0;
   if (!p.a.k_contiguous) flip_contiguity(p, p.a, true);
   if (!p.b.k_contiguous) flip_contiguity(p, p.b, false);
-  const hopper::Store path = store_path(p);
-  if (path == hopper::Store::Tma)
-    launch_one<float, BM, BN, kStages, false, false, true, true, hopper::Store::Tma>(p, stream);
-  else if (path == hopper::Store::TmaActivation)
-    launch_one<float, BM, BN, kStages, false, false, true, true, hopper::Store::TmaActivation>(p, stream);
-  else
-    launch_one<float, BM, BN, kStages, false, false, true, true, hopper::Store::Registers>(p, stream);
+  with_store(store_path(p), [&](auto st) {
+    launch_one<float, BM, BN, kStages, false, false, true, true, decltype(st)::value>(p, stream);
+  });
 }
 
 // The transposed product C^T = B^T A^T of p, as a swap-AB kernel reads it: the operands trade places (an
@@ -187,26 +194,25 @@ GemmProblem swapped(const GemmProblem& p) {
 template <typename T, int BM, int BN, int kStages, bool kPingPong, bool kSwap>
 void launch_layouts(const GemmProblem& p, cudaStream_t stream) {
   using hopper::Store;
-  const Store path = store_path(p);
+  const Store path = store_path(p);  // of the caller's product (a swap-AB row's q is its transpose)
   const auto run = [&](const GemmProblem& q) {
     with_layouts(q, [&](auto ak, auto bk) {
       constexpr bool kAK = decltype(ak)::value, kBK = decltype(bk)::value;
-      if constexpr (kAK && kBK) {
-        constexpr Store kAct = Store::TmaActivation;
-        if (path == kAct) {
-          if constexpr (!kSwap) {  // the pre-activation output (hopper_aux_ok)
+      with_store(path, [&](auto st) {
+        constexpr Store kStore = decltype(st)::value;
+        constexpr bool kAct = kStore == Store::TmaActivation;
+        if constexpr (kAct && !(kAK && kBK)) {
+          TORCH_CHECK(false, "tilelab: internal error: no activation kernel for this layout");
+        } else {
+          if constexpr (kAct && !kSwap) {  // the pre-activation output (hopper_aux_ok)
             if (q.aux != nullptr) {
-              return launch_one<T, BM, BN, kStages, kPingPong, kSwap, true, true, kAct, true>(q, stream);
+              return launch_one<T, BM, BN, kStages, kPingPong, kSwap, true, true, kStore, true>(q, stream);
             }
           }
-          TORCH_CHECK(q.aux == nullptr, "tilelab: internal error: no pre-activation output for swap-AB rows");
-          return launch_one<T, BM, BN, kStages, kPingPong, kSwap, true, true, kAct>(q, stream);
+          TORCH_CHECK(q.aux == nullptr, "tilelab: internal error: no pre-activation output for this row or layout");
+          launch_one<T, BM, BN, kStages, kPingPong, kSwap, kAK, kBK, kStore>(q, stream);
         }
-      }
-      TORCH_CHECK(q.aux == nullptr && path != Store::TmaActivation,
-                  "tilelab: internal error: no activation or pre-activation output for this row or layout");
-      if (path == Store::Tma) launch_one<T, BM, BN, kStages, kPingPong, kSwap, kAK, kBK, Store::Tma>(q, stream);
-      else launch_one<T, BM, BN, kStages, kPingPong, kSwap, kAK, kBK, Store::Registers>(q, stream);
+      });
     });
   };
   if constexpr (kSwap) run(swapped(p));
