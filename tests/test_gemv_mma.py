@@ -1,9 +1,9 @@
 """gemv_mma, the decode family (x @ W.t(), and x @ B with B row-major on the gemv_mma_rowb
 row, with few rows on the tensor cores): what the table-wide tests (test_correctness,
 test_linear, test_fuzz) do not reach -- the K tail inside a 16-byte piece, N not a multiple
-of a row-major B's 4-column runs, rows above 8 (the second MMA column block), above 16 and
-past the 32- and 64-row tiles, blocks that run several tiles (persistent), a batch with a
-broadcast W, the copied layouts, and bitwise determinism."""
+of a row-major B's 4-column runs, rows above 8 (the second MMA column block) and above 16,
+blocks that run several tiles (persistent), a batch with a broadcast W, the copied
+layouts, and bitwise determinism."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -42,7 +42,7 @@ def _native_b(row, K, N, dtype):
 
 @pytest.mark.parametrize("row", ROWS)
 @pytest.mark.parametrize("dtype", HALF, ids=str)
-@pytest.mark.parametrize("M", [1, 3, 8, 9, 16, 17, 40, 64, 65, 130])
+@pytest.mark.parametrize("M", [1, 3, 8, 9, 16, 17, 40])
 @pytest.mark.parametrize("K,N,k_pad", [(5, 7, 3), (31, 33, 1), (32, 32, 0), (1000, 300, 8), (4099, 129, 5)])
 @pytest.mark.parametrize("layout", ["x @ W.t()", "x @ B"])
 def test_shapes(row, dtype, M, K, N, k_pad, layout):

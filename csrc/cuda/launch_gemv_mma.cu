@@ -1,5 +1,5 @@
 // The gemv_mma family (mma.sync, sm_80+ instructions; its rows sized for sm_90's shared memory): each
-// table row x {bf16, fp16}, the 16-row rows x {up to 8 rows, more} (the taller rows: their full height).
+// table row x {bf16, fp16} x {up to 8 rows, more}.
 //
 // The kernel reads x k-contiguous and B in its row's layout (gemv_mma: k-contiguous, x @ W.t(); gemv_mma_rowb:
 // n-contiguous, a W stored (K, N) like transformers' Conv1D), both with 16-byte aligned rows: an operand that
@@ -23,11 +23,10 @@ namespace {
 // One kernel on p: persistent, every block resident, each with the same number of tiles (the last with
 // the rest). The shared-memory opt-in and the blocks an SM holds: once per device (launch.h,
 // once_per_device).
-template <typename T, int kWarps, int kU, int kStages, int kR, int kBM, int kXB, bool kNMajor>
+template <typename T, int kWarps, int kU, int kStages, int kR, bool kTwo, bool kNMajor>
 void launch_kernel(const GemmProblem& p, int64_t tiles, cudaStream_t stream) {
-  constexpr int kDepth = gemv_mma::stages_for<kStages, kR, kXB>();
-  constexpr auto kernel = gemv_mma_kernel<T, kWarps, kU, kDepth, kR, kBM, kXB, kNMajor>;
-  constexpr int smem = gemv_mma::smem_bytes<kWarps, kU, kDepth, kR, kXB>();
+  constexpr auto kernel = gemv_mma_kernel<T, kWarps, kU, kStages, kR, kTwo, kNMajor>;
+  constexpr int smem = gemv_mma::smem_bytes<kWarps, kU, kStages, kR, kTwo>();
   allow_smem<kernel>(smem);
   const int per_sm = once_per_device<kernel, DeviceFact::kBlocksPerSm>([&] {
     int n = 0;
@@ -40,18 +39,14 @@ void launch_kernel(const GemmProblem& p, int64_t tiles, cudaStream_t stream) {
   kernel<<<static_cast<unsigned>(grid), kWarps * 32, smem, stream>>>(device_args<T>(p), per);
 }
 
-// The blocks of 8 rows of x a kernel of row c computes: the tile's height (a 16-row tile also has a
-// kernel for products of at most 8 rows, one block).
-constexpr int full_blocks(const KernelConfig& c) { return c.bm / 8; }
-
-// The shared memory a block of row kRow takes: its ring and sums, the larger of its variants.
+// The shared memory a block of row kRow takes: its ring and sums, the larger of its two variants.
 template <int kRow>
 constexpr int row_smem() {
   constexpr KernelConfig c = kConfigs[kRow];
-  constexpr int kWarps = c.threads / 32, kU = c.bk / 32, kR = c.bn / 16, kXB = full_blocks(c);
-  constexpr int full = gemv_mma::smem_bytes<kWarps, kU, gemv_mma::stages_for<c.stages, kR, kXB>(), kR, kXB>();
-  if constexpr (kXB != 2) return full;
-  return std::max(full, gemv_mma::smem_bytes<kWarps, kU, c.stages, kR, 1>());
+  constexpr int kWarps = c.threads / 32, kU = c.bk / 32, kR = c.bn / 16;
+  constexpr int kStagesTwo = gemv_mma::stages_two<c.stages, kR>();
+  return std::max(gemv_mma::smem_bytes<kWarps, kU, c.stages, kR, false>(),
+                  gemv_mma::smem_bytes<kWarps, kU, kStagesTwo, kR, true>());
 }
 
 }  // namespace
@@ -69,16 +64,15 @@ void launch_gemv_mma(const KernelConfig& row, const GemmProblem& p0) {
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
   visit_family<Family::GemvMma>(row, [&](auto r) {
     constexpr KernelConfig c = kConfigs[decltype(r)::value];
-    static_assert((c.bm == 16 || c.bm == 32 || c.bm == 64) && c.bn % 16 == 0 && c.warps_m == 1 && c.warps_n == 1,
-                  "gemv_mma: tiles of 16, 32 or 64 rows by bn (groups of 16 W rows) columns, the warps splitting K");
+    static_assert(c.bm == 16 && c.bn % 16 == 0 && c.warps_m == 1 && c.warps_n == 1,
+                  "gemv_mma: tiles of 16 x rows by bn (groups of 16 W rows) columns, the warps splitting K");
     static_assert(c.bk % 32 == 0 && c.threads % 32 == 0 && c.stages >= 2,
                   "gemv_mma: bk is the K a lane quad streams per round (32 per 16-byte piece), through >= 2 stages");
     static_assert(c.dtypes == (kF16 | kBF16) && c.min_sm >= 80, "gemv_mma: mma.sync bf16/fp16 needs sm_80");
-    constexpr int kWarps = c.threads / 32, kU = c.bk / 32, kR = c.bn / 16, kXB = full_blocks(c);
+    constexpr int kWarps = c.threads / 32, kU = c.bk / 32, kR = c.bn / 16;
+    constexpr int kStagesTwo = gemv_mma::stages_two<c.stages, kR>();  // more than 8 rows
     constexpr bool kNMajor = same_name(c.variant, "gemv_mma_rowb");  // B n-contiguous (x @ B, B row-major)
-    static_assert(kNMajor || same_name(c.variant, "gemv_mma") || same_name(c.variant, "gemv_mma_m32") ||
-                      same_name(c.variant, "gemv_mma_m64"),
-                  "gemv_mma: a row reads B k- or n-contiguous");
+    static_assert(kNMajor || same_name(c.variant, "gemv_mma"), "gemv_mma: a row reads B k- or n-contiguous");
     static_assert(row_smem<decltype(r)::value>() <= kSm90SmemBytes, "gemv_mma: the ring and the sums fit sm_90's 227 KB");
     static_assert(c.min_sm >= 90 || row_smem<decltype(r)::value>() <= kSm80SmemBytes,
                   "gemv_mma: a ring above sm_80's 163 KB a block needs min_sm 90");
@@ -89,10 +83,10 @@ void launch_gemv_mma(const KernelConfig& row, const GemmProblem& p0) {
     const int64_t tiles = (p.M + c.bm - 1) / c.bm * ((p.N + c.bn - 1) / c.bn) * p.batch;
     auto with_rows = [&](auto tag) {
       using T = decltype(tag);
-      if constexpr (kXB == 2) {
-        if (p.M <= 8) return launch_kernel<T, kWarps, kU, c.stages, kR, c.bm, 1, kNMajor>(p, tiles, stream);
-      }
-      launch_kernel<T, kWarps, kU, c.stages, kR, c.bm, kXB, kNMajor>(p, tiles, stream);
+      if (p.M > 8)
+        launch_kernel<T, kWarps, kU, kStagesTwo, kR, true, kNMajor>(p, tiles, stream);
+      else
+        launch_kernel<T, kWarps, kU, c.stages, kR, false, kNMajor>(p, tiles, stream);
     };
     if (p.dtype == at::kHalf)
       with_rows(c10::Half{});

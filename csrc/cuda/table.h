@@ -118,8 +118,6 @@ inline constexpr KernelConfig kConfigs[] = {
   // gemv_mma_rowb reads an n-contiguous B (x @ B, B row-major: transformers' Conv1D) in 8-byte runs of 4 columns.
   {"gemv_mma_16x32x64",          "gemv_mma",        Family::GemvMma,    32,  16,  32,  64,  1, 1,  256, 4, 0, kF16 | kBF16, 90, false, "mma.sync m16n8k16 swap-AB (W rows on M, x rows on N), persistent: 16-byte pieces straight into fragments, 8 warps split K, 4-stage per-lane cp.async ring"},
   {"gemv_mma_rowb_16x32x64",     "gemv_mma_rowb",   Family::GemvMma,    32,  16,  32,  64,  1, 1,  256, 4, 0, kF16 | kBF16, 90, false, "gemv_mma for x @ B with B row-major: 8-byte runs of 4 columns x 8 rows of B a lane, paired into fragments by byte permutes"},
-  {"gemv_mma_m32_32x32x32",      "gemv_mma_m32",    Family::GemvMma,    32,  32,  32,  32,  1, 1,  256, 8, 0, kF16 | kBF16, 90, false, "gemv_mma on 32-row tiles: each W piece serves 4 MMA column blocks of x, 1 K chunk a round, 5-stage ring"},
-  {"gemv_mma_m64_64x32x32",      "gemv_mma_m64",    Family::GemvMma,    32,  64,  32,  32,  1, 1,  256, 8, 0, kF16 | kBF16, 90, false, "gemv_mma on 64-row tiles: each W piece serves 8 MMA column blocks of x, 1 K chunk a round, 3-stage ring"},
   // gemv_split: few rows against a large B streamed once, K split over blocks when the columns leave SMs idle
   // (split_reduce.cu adds the slices in a fixed order); bk is the split granularity. Each reads B in one layout:
   // 16 columns a warp of a k-contiguous B (x @ W.t()), 128 of an n-contiguous one (x @ B, B row-major).

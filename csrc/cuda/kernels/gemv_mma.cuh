@@ -1,8 +1,7 @@
 #pragma once
 // Kernel family `gemv_mma`: half-precision products with few rows (decoding a
-// language model: x (M x K, M <= 16, or a batch of up to 64) @ W^T with W
-// (N x K) row-major) on the tensor cores, where the time is W streamed once
-// from memory.
+// language model: x (M x K, M <= 16) @ W^T with W (N x K) row-major) on the
+// tensor cores, where the time is W streamed once from memory.
 //
 // Swap-AB: W is mma.sync's A operand (16 of its rows, the output columns n)
 // and x its B operand (8 of its rows on mma's n axis, the output rows m), so a
@@ -18,10 +17,9 @@
 // those four k of one MMA (elements 0-3) and of a second (4-7), so a
 // 32-element chunk of K is two MMAs fed from three 16-byte pieces per lane.
 //
-// A block computes tiles of 16 kR columns x kBM rows of C (kR groups of 16 W
-// rows share each piece of x, kBM / 8 blocks of x's rows each piece of W);
-// its kWarps warps split K (warp w takes chunks w*kU .. w*kU + kU - 1 of a
-// tile, then the next kWarps*kU), each lane
+// A block computes tiles of 16 kR columns x 16 rows of C (kR groups of 16 W
+// rows share each piece of x); its kWarps warps split K (warp w takes chunks
+// w*kU .. w*kU + kU - 1 of a tile, then the next kWarps*kU), each lane
 // streaming its own pieces through a kStages-deep cp.async ring in shared
 // memory, laid out [warp][stage][u][piece][lane] so that a lane reads back
 // only what it copied (no barrier in the mainloop; the 16-byte reads are
@@ -38,10 +36,8 @@
 // shared memory in warp order (the same inputs give bitwise the same output)
 // and stored through the epilogue (bias, activation, one rounding).
 //
-// Tiles are kBM rows high (16: gemv_mma; 32 and 64: the taller rows, whose
-// W pieces serve 2 and 4 times the rows); kXB of their 8-row blocks of x are
-// MMA column blocks (x's rows m0 + 8 xb ..), one piece per chunk each: kBM / 8,
-// or 1 where a 16-row tile's product has at most 8 rows.
+// kTwo: more than 8 rows in the product, a second MMA column block (x's rows
+// m0 + 8 ..) and one more piece per chunk.
 //
 // kNMajor: x @ B with B (K x N) row-major, n-contiguous (transformers' Conv1D
 // stores its weight so). A 16-byte run of a B row holds 8 columns at one k,
@@ -75,45 +71,42 @@ __device__ __forceinline__ uint4 lds128(uint32_t addr) {
   return v;
 }
 
-// The ring's pieces per chunk: rows g and g + 8 of each of the kR W row groups, and row g of each of x's
-// kXB blocks of 8 rows.
-template <int kR, int kXB>
+// The ring's pieces per chunk: rows g and g + 8 of each of the kR W row groups, and x's row g (and 8 + g).
+template <int kR, bool kTwo>
 constexpr int pieces() {
-  return 2 * kR + kXB;
+  return 2 * kR + (kTwo ? 2 : 1);
 }
-// A row's `stages` is its ring's depth with one block of x; each further block adds a piece to a chunk,
-// and the same ring bytes hold fewer stages (at least 2).
-template <int kStages, int kR, int kXB>
-constexpr int stages_for() {
-  constexpr int s = kStages * pieces<kR, 1>() / pieces<kR, kXB>();
+// Above 8 rows a chunk has one more piece: the same ring bytes hold fewer stages.
+template <int kStages, int kR>
+constexpr int stages_two() {
+  constexpr int s = kStages * pieces<kR, false>() / pieces<kR, true>();
   return s > 2 ? s : 2;
 }
 // Shared memory of a block: the ring (16 bytes per lane per piece), then the warps' sums.
-template <int kWarps, int kU, int kStages, int kR, int kXB>
+template <int kWarps, int kU, int kStages, int kR, bool kTwo>
 constexpr int ring_bytes() {
-  return kWarps * kStages * kU * pieces<kR, kXB>() * 32 * 16;
+  return kWarps * kStages * kU * pieces<kR, kTwo>() * 32 * 16;
 }
-template <int kWarps, int kU, int kStages, int kR, int kXB>
+template <int kWarps, int kU, int kStages, int kR, bool kTwo>
 constexpr int smem_bytes() {
-  return ring_bytes<kWarps, kU, kStages, kR, kXB>() + kWarps * kR * kXB * 4 * 32 * 4;
+  return ring_bytes<kWarps, kU, kStages, kR, kTwo>() + kWarps * kR * 2 * 4 * 32 * 4;
 }
 
 }  // namespace gemv_mma
 
-template <typename T, int kWarps, int kU, int kStages, int kR, int kBM, int kXB, bool kNMajor>
+template <typename T, int kWarps, int kU, int kStages, int kR, bool kTwo, bool kNMajor>
 __global__ void __launch_bounds__(kWarps * 32) gemv_mma_kernel(GemmArgs<T> p, int64_t per) {
   static_assert(std::is_same_v<T, c10::BFloat16> || std::is_same_v<T, c10::Half>, "gemv_mma: bf16 or fp16");
   static_assert(kStages >= 2, "a ring of at least two stages");
-  static_assert(kBM % 8 == 0 && kXB >= 1 && 8 * kXB <= kBM, "gemv_mma: kXB blocks of 8 rows of a kBM-row tile");
   static_assert(!kNMajor || kR == 2, "gemv_mma: an n-contiguous B's 8-byte pieces are 4 columns, 2 per W-row group");
   constexpr int kChunk = 32;  // K elements of one 16-byte piece per lane of a quad
   constexpr int kW = 2 * kR;  // W pieces per chunk
-  constexpr int kPieces = gemv_mma::pieces<kR, kXB>();
+  constexpr int kPieces = gemv_mma::pieces<kR, kTwo>();
   extern __shared__ __align__(16) unsigned char gemv_smem[];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int g = lane / 4, t = lane % 4;
   const int K = p.K;
-  const int m_tiles = (p.M + kBM - 1) / kBM, n_tiles = (p.N + 16 * kR - 1) / (16 * kR);
+  const int m_tiles = (p.M + 15) / 16, n_tiles = (p.N + 16 * kR - 1) / (16 * kR);
   const int64_t tiles = static_cast<int64_t>(m_tiles) * n_tiles * p.batch;
   const int64_t tile0 = blockIdx.x * per;
   const int mine = static_cast<int>(min(per, tiles - tile0));  // >= 1: the launcher's grid
@@ -123,7 +116,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_mma_kernel(GemmArgs<T> p, in
 
   // Tile `id` as (batch, first column, first row).
   auto locate = [&](int64_t id, int& bz, int& n0, int& m0) {
-    m0 = static_cast<int>(id % m_tiles) * kBM;
+    m0 = static_cast<int>(id % m_tiles) * 16;
     const int64_t rest = id / m_tiles;
     n0 = static_cast<int>(rest % n_tiles) * 16 * kR;
     bz = static_cast<int>(rest / n_tiles);
@@ -137,7 +130,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_mma_kernel(GemmArgs<T> p, in
   auto set_tile = [&](int64_t id) {
     int bz, n0, m0;
     locate(id, bz, n0, m0);
-    const int rows = min(kBM, p.M - m0);
+    const int rows = min(16, p.M - m0);
     if constexpr (kNMajor) {
       const int n = n0 + 4 * g;
       len[0] = min(max(p.N - n, 0), 4) * static_cast<int>(sizeof(T));
@@ -195,19 +188,17 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_mma_kernel(GemmArgs<T> p, in
     async_copy::commit();
   };
 
-  float* sums = reinterpret_cast<float*>(gemv_smem + gemv_mma::ring_bytes<kWarps, kU, kStages, kR, kXB>());
+  float* sums = reinterpret_cast<float*>(gemv_smem + gemv_mma::ring_bytes<kWarps, kU, kStages, kR, kTwo>());
   // [warp][W row group][block of 8 x rows][register][lane]
-  auto part = [&](int w, int r, int xb, int j, int l) -> float& {
-    return sums[(((w * kR + r) * kXB + xb) * 4 + j) * 32 + l];
+  auto part = [&](int w, int r, int half, int j, int l) -> float& {
+    return sums[(((w * kR + r) * 2 + half) * 4 + j) * 32 + l];
   };
 
-  float d[kR][kXB][4];
+  float d[kR][2][4];
 #pragma unroll
   for (int r = 0; r < kR; ++r)
 #pragma unroll
-    for (int xb = 0; xb < kXB; ++xb)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) d[r][xb][j] = 0.f;
+    for (int j = 0; j < 4; ++j) d[r][0][j] = d[r][1][j] = 0.f;
 
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) issue(s);
@@ -245,10 +236,11 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_mma_kernel(GemmArgs<T> p, in
           lo[0] = w0.x, lo[1] = w1.x, lo[2] = w0.y, lo[3] = w1.y;
           hi[0] = w0.z, hi[1] = w1.z, hi[2] = w0.w, hi[3] = w1.w;
         }
-#pragma unroll
-        for (int xb = 0; xb < kXB; ++xb) {
-          mma16816<T>(d[r][xb], lo, v[u][kW + xb].x, v[u][kW + xb].y);
-          mma16816<T>(d[r][xb], hi, v[u][kW + xb].z, v[u][kW + xb].w);
+        mma16816<T>(d[r][0], lo, v[u][kW].x, v[u][kW].y);
+        mma16816<T>(d[r][0], hi, v[u][kW].z, v[u][kW].w);
+        if constexpr (kTwo) {
+          mma16816<T>(d[r][1], lo, v[u][kW + 1].x, v[u][kW + 1].y);
+          mma16816<T>(d[r][1], hi, v[u][kW + 1].z, v[u][kW + 1].w);
         }
       }
     }
@@ -261,23 +253,23 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_mma_kernel(GemmArgs<T> p, in
 #pragma unroll
     for (int r = 0; r < kR; ++r)
 #pragma unroll
-      for (int xb = 0; xb < kXB; ++xb)
+      for (int half = 0; half < (kTwo ? 2 : 1); ++half)
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
-          part(warp, r, xb, q, lane) = d[r][xb][q];
-          d[r][xb][q] = 0.f;
+          part(warp, r, half, q, lane) = d[r][half][q];
+          d[r][half][q] = 0.f;
         }
     __syncthreads();
-    for (int i = threadIdx.x; i < kR * kXB * 4 * 32; i += kWarps * 32) {
-      const int l = i % 32, q = (i / 32) % 4, xb = (i / 128) % kXB, r = i / (128 * kXB);
+    for (int i = threadIdx.x; i < kR * (kTwo ? 2 : 1) * 4 * 32; i += kWarps * 32) {
+      const int l = i % 32, q = (i / 32) % 4, half = (i / 128) % (kTwo ? 2 : 1), r = i / (kTwo ? 256 : 128);
       // Register q of lane l: C[m][n] for n = 16 r + l / 4 (+ 8 for q >= 2) (kNMajor: n = 4 (l / 4) + 2 r (+ 1)),
-      // m = 2 (l % 4) + q % 2 + 8 xb.
+      // m = 2 (l % 4) + q % 2 (+ 8 for half 1).
       const int n = n0 + (kNMajor ? 4 * (l / 4) + 2 * r + (q >= 2 ? 1 : 0) : 16 * r + l / 4 + (q >= 2 ? 8 : 0));
-      const int m = m0 + 2 * (l % 4) + q % 2 + 8 * xb;
+      const int m = m0 + 2 * (l % 4) + q % 2 + 8 * half;
       if (m >= p.M || n >= p.N) continue;
       float sum = 0.f;
 #pragma unroll
-      for (int w = 0; w < kWarps; ++w) sum += part(w, r, xb, q, l);
+      for (int w = 0; w < kWarps; ++w) sum += part(w, r, half, q, l);
       output_row(p, bz, m).store(n, sum);
     }
     __syncthreads();  // the sums are read: the next tile may write them
