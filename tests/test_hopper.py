@@ -225,6 +225,48 @@ def test_activation_in_every_layout(high, config):
                 assert err <= tol, f"{config} x^T {x_t} W^T {w_t} {act}: {err:.3g}, seed={seed}"
 
 
+@pytest.mark.parametrize("config", ROW_NAMES + TF32_NAMES)
+def test_fewer_rows_than_a_tile_after_nan_rows(high, config):
+    """A product with fewer rows than the tile loads a k-contiguous A in a box of its rows rounded up to 8
+    (hopper::a_box_rows): the stage's other rows keep whatever the previous kernel left in shared memory. Run
+    right after a full-height product whose A is all NaN (its stages full of NaN rows), the short product's
+    rows must still be exact and every one written (a poisoned output) -- bias, activation, split-K slices
+    (both reductions) and a batch included. (That no row past M is written is memcheck's part:
+    benchmarks/tools/sanitize.py.)"""
+    seed = fresh_seed()
+    dtype = torch.float32 if config in TF32_NAMES else torch.bfloat16
+    tol = TOL_TF32 if dtype == torch.float32 else TOL[dtype]
+    K, N = 640, 264
+    w = torch.randn(N, K, device="cuda", dtype=dtype)
+    bias = torch.randn(N, device="cuda", dtype=dtype)
+    nan_x = torch.full((256, K), float("nan"), device="cuda", dtype=dtype)
+    w64, b64 = w.double(), bias.double()
+    try:
+        for M in (1, 7, 9, 24, 63, 100):
+            for splits, how in ((None, None), (3, "kernel"), (3, "pass")):
+                torch.ops.tilelab._set_split_k(splits)
+                torch.ops.tilelab._set_split_reduce(how)
+                x = torch.randn(M, K, device="cuda", dtype=dtype)
+                ref = ACT_REFS["gelu"](x.double() @ w64.t() + b64)
+                torch.ops.tilelab.tiled_linear(nan_x, w, bias, variant=config)  # stages of NaN rows
+                poison = Poisoned(M * N, dtype, "cuda")
+                got = torch.ops.tilelab.tiled_linear(x, w, bias, activation="gelu", variant=config)
+                assert poison.reused(got), "the output did not reuse the poisoned block"
+                err = float((got.double() - ref).norm() / (x.double().abs() @ w64.abs().t() + b64.abs()).norm())
+                assert err <= tol, f"{config} M={M} splits={splits} {how}: {err:.3g}, seed={seed}"
+                xb = torch.randn(2, M, K, device="cuda", dtype=dtype)
+                refb = xb.double() @ w64.t()
+                torch.ops.tilelab.tiled_linear(nan_x, w, bias, variant=config)
+                poison = Poisoned(2 * M * N, dtype, "cuda")
+                got = torch.ops.tilelab.tiled_bmm(xb, w.t().expand(2, K, N), variant=config)
+                assert poison.reused(got), "the output did not reuse the poisoned block"
+                err = float((got.double() - refb).norm() / (xb.double().abs() @ w64.abs().t()).norm())
+                assert err <= tol, f"{config} bmm 2 x M={M} splits={splits} {how}: {err:.3g}, seed={seed}"
+    finally:
+        torch.ops.tilelab._set_split_k(None)
+        torch.ops.tilelab._set_split_reduce(None)
+
+
 @pytest.mark.parametrize("dtype", HALF, ids=["bf16", "fp16"])
 def test_auto_uses_hopper_for_large_half(dtype):
     """On sm_90 the dispatcher sends large half-precision products to wgmma, aligned or not."""

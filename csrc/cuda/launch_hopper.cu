@@ -95,12 +95,14 @@ void launch_one(const GemmProblem& p0, cudaStream_t stream) {
   const int64_t lda = kAK ? a.s_mn : a.s_k, ldb = kBK ? b.s_mn : b.s_k;
   // A broadcast batch (stride 0) is one matrix: the map has batch 1 and the kernel reads batch 0.
   const bool a_batch = p.batch > 1 && a.s_batch != 0, b_batch = p.batch > 1 && b.s_batch != 0;
-  // Boxes: A k-contiguous 64 (k) x BM (m), else 64 (m) x 64 (k); B k-contiguous 64 (k) x BN (n), else 64 (n) x 64 (k);
-  // C 64 (n) x 16 (m), and a tile's last BN % 64 columns through map_c_tail.
+  // Boxes: A k-contiguous 64 (k) x BM (m) (fewer rows where M is: hopper::a_box_rows), else 64 (m) x 64 (k);
+  // B k-contiguous 64 (k) x BN (n), else 64 (n) x 64 (k); C 64 (n) x 16 (m), and a tile's last BN % 64 columns
+  // through map_c_tail.
   constexpr int kTileK = hopper::tile_k<T>();
   const int64_t ba = a_batch ? p.batch : 1, bb = b_batch ? p.batch : 1;
-  const CUtensorMap map_a = kAK ? make_map(a.data, p.dtype, p.K, p.M, ba, lda, a.s_batch, BM)
-                                : make_map(a.data, p.dtype, p.M, p.K, ba, lda, a.s_batch, kTileK);
+  const CUtensorMap map_a =
+      kAK ? make_map(a.data, p.dtype, p.K, p.M, ba, lda, a.s_batch, hopper::a_box_rows(BM, p.M))
+          : make_map(a.data, p.dtype, p.M, p.K, ba, lda, a.s_batch, kTileK);
   const CUtensorMap map_b = kBK ? make_map(b.data, p.dtype, p.K, p.N, bb, ldb, b.s_batch, BN)
                                 : make_map(b.data, p.dtype, p.N, p.K, bb, ldb, b.s_batch, kTileK);
   TORCH_CHECK((kStore == hopper::Store::TmaActivation) == (p.act != Activation::None),
@@ -235,7 +237,8 @@ void launch_gated_tiles(const at::Tensor& x, const at::Tensor& w_gate, const at:
   p.a.data = x.data_ptr(), p.a.s_mn = x.stride(0), p.a.s_k = 1, p.a.k_contiguous = true;
   p.b.data = w_gate.data_ptr(), p.b.s_mn = w_gate.stride(0), p.b.s_k = 1, p.b.k_contiguous = true;
   p.c = out.data_ptr(), p.sc_m = p.N, p.sc_b = p.M * p.N;
-  const CUtensorMap map_a = make_map(x.data_ptr(), p.dtype, p.K, p.M, 1, x.stride(0), 0, BM);
+  const CUtensorMap map_a =
+      make_map(x.data_ptr(), p.dtype, p.K, p.M, 1, x.stride(0), 0, hopper::a_box_rows(BM, p.M));
   const CUtensorMap map_b = make_map(w_gate.data_ptr(), p.dtype, p.K, p.N, 1, w_gate.stride(0), 0, BN / 2);
   const CUtensorMap map_b2 = make_map(w_up.data_ptr(), p.dtype, p.K, p.N, 1, w_up.stride(0), 0, BN / 2);
   const CUtensorMap map_c = make_map(p.c, p.dtype, p.N, p.M, 1, p.sc_m, p.sc_b, hopper::kStoreRows);
