@@ -352,6 +352,25 @@ def test_decode_goes_to_gemv():
 
 
 @pytest.mark.parametrize("dtype", [BF16, torch.float16], ids=str)
+def test_decode_where_gemv_mma_idles_sms(dtype):
+    """Up to 16 rows of x @ W.t() whose 16 x 32 gemv_mma tiles, more than the SMs, split into equal shares of
+    whole tiles that leave a tenth of the SMs idle: 128x128 wgmma tiles where a wave of them covers 5/6 to all
+    of the SMs (4096 -> 14336: 448 gemv_mma tiles on 112 SMs, 112 wgmma tiles), else 64x64 ones where they are
+    fewer than the SMs (4096 -> 6144, 2048 -> 5632); gemv_mma everywhere else (fewer tiles than SMs, equal
+    shares that fill the SMs, or two rounds of 64x64 tiles: 4096 -> 11008)."""
+    for M in (1, 8, 16):
+        e = explain_described(*linear(M, 4096, 14336, dtype), **H200)
+        assert e.kernel == "hopper_128x128x64" and "a tenth of the SMs idle" in e.reason, (M, e)
+        for K, N in ((4096, 6144), (2048, 5632)):
+            e = explain_described(*linear(M, K, N, dtype), **H200)
+            assert e.kernel == "hopper_m64_64x64x64" and "a tenth of the SMs idle" in e.reason, (M, K, N, e)
+        for K, N in ((4096, 4096), (14336, 4096), (4096, 11008), (8192, 28672), (768, 1000), (768, 50257)):
+            assert explain_described(*linear(M, K, N, dtype), **H200).kernel == "gemv_mma_16x32x64", (M, K, N)
+    # Without the wgmma rows (compute capability 8.0) nothing here changes: the tile rules, as before.
+    assert explain_described(*linear(4, 4096, 14336, dtype), **A100).kernel.startswith("tensorcore_")
+
+
+@pytest.mark.parametrize("dtype", [BF16, torch.float16], ids=str)
 def test_decode_with_a_row_major_b(dtype):
     """x @ B with B (K, N) row-major (transformers' Conv1D) and up to 16 rows in half precision:
     gemv_mma_rowb where its 32-column tiles are one wave of 3/4 to all of the SMs, else the 64x64

@@ -423,9 +423,41 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   const bool k_cont = p.a.k_contiguous && p.b.k_contiguous;  // x @ W.t(); the hopper rules below read it too
   const bool fp32 = p.dtype == c10::ScalarType::Float;
   if (half && k_cont && p.M <= 16 && aligned) {
+    // gemv_mma's persistent blocks take equal shares of whole 16 x 32 tiles (one block an SM: its ring). Where
+    // there are more tiles than SMs and those shares leave a tenth of the SMs idle (4096x14336's 448 tiles: 4 a
+    // block on 112 SMs), wgmma tiles stream W faster, now that A's box holds only the product's rows
+    // (hopper::a_box_rows; before it, 128x128 took 0.049 ms at 1x4096x14336): 128x128 where a wave of them
+    // covers 5/6 to all of the SMs unsplit, else 64x64 where they are fewer than the SMs (unsplit there). H200,
+    // bf16, W cold, kernel durations over a CUDA graph, us a call, 1 / 16 rows, the tiles against gemv_mma and
+    // cuBLAS: 4096x14336 on 128x128 31.7 / 32.1 against 33.4 / 36.1 and 30.3 / 30.5; 4096x6144 on 64x64 15.7 /
+    // 15.9 against 16.6 / 18.6 and 15.1 / 15.8; 2048x5632 8.4 / 8.3 against 8.7 / 11.0 and 8.0 / 7.9. Outside
+    // those: 128x128 in slices lost (4096x6144 18.8 / 19.5), and so did two rounds of 64x64 (4096x11008, 172
+    // tiles: 29.9 against 26.0 / 29.0); 4096x11008's 86 tiles of 128x128, 65% of a wave, tied with gemv_mma
+    // up to 8 rows (26.4 against 26.0-26.4) and won at 16 (26.8 against 29.0), which this rule leaves to it.
+    const KernelConfig& gm = kConfigs[kGemvMma];
+    const int64_t gm_tiles = tiles(p, gm.bm, gm.bn), gm_per = (gm_tiles + sms - 1) / sms;
+    const bool gm_idles = gm_tiles > sms && 10 * ((gm_tiles + gm_per - 1) / gm_per) < 9 * sms;
+    if (gm_idles && 6 * tiles128 >= 5 * sms && tiles128 <= sms) {
+      ch = pick(kHopper128, "sm_90, half precision, M <= 16 of x @ W.t() whose " + std::to_string(gm_tiles) +
+                                " gemv_mma tiles, in equal shares of whole tiles, leave a tenth of the SMs idle, and a "
+                                "wave of 128x128 tiles covers 5/6 to all of them: wgmma tiles unsplit (H200, bf16, W "
+                                "cold, per call under CUDA graphs: 1x4096x14336 0.0317 ms vs 0.0334 for "
+                                "gemv_mma_16x32x64, 16x4096x14336 0.0321 vs 0.0361; cuBLAS 0.0303, 0.0305)");
+      if (ch.cfg) return ch;
+    }
+    if (gm_idles && tiles(p, 64, 64) <= sms) {
+      ch = pick(kHopperM64, "sm_90, half precision, M <= 16 of x @ W.t() whose " + std::to_string(gm_tiles) +
+                                " gemv_mma tiles, in equal shares of whole tiles, leave a tenth of the SMs idle: "
+                                "64x64 wgmma tiles, fewer than the SMs, at their split count (H200, bf16, W cold, per "
+                                "call under CUDA graphs, unsplit: 1x4096x6144 0.0157 ms vs 0.0166 for "
+                                "gemv_mma_16x32x64, 16x4096x6144 0.0159 vs 0.0186, 16x2048x5632 0.0083 vs 0.0110; "
+                                "cuBLAS 0.0151, 0.0158, 0.0079)");
+      if (ch.cfg) return ch;
+    }
     ch = pick(kGemvMma, "half precision, M <= 16 with k-contiguous, 16-byte aligned operands (x @ W.t()): swap-AB "
-                        "mma.sync streams W once (H200, bf16, per call under CUDA graphs: 1x4096x14336 0.034 ms, 3.5 "
-                        "TB/s of W, vs 0.049 for hopper_128x128x64; 16x4096x14336 0.037 vs 0.050)");
+                        "mma.sync streams W once (H200, bf16, per call under CUDA graphs, W cold: 1x4096x4096 0.0115 "
+                        "ms vs 0.0126 for hopper_m64_64x64x64 and 0.0142 for hopper_128x128x64, 16x4096x4096 0.0126 "
+                        "vs 0.0127 and 0.0147; cuBLAS 0.0124, 0.0124)");
     if (ch.cfg) return ch;
   }
   const int64_t gemv_rows = p.allow_tf32 ? 2 : 16, split_rows = p.allow_tf32 ? 4 : 32;
