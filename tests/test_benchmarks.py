@@ -192,3 +192,61 @@ def test_argument_errors(argv, message, capsys):
     with pytest.raises(SystemExit):
         ab.main([*argv, "--device", "cpu"])
     assert message in capsys.readouterr().err
+
+
+# ---- benchmarks/tools/chooser_picks.py: the dispatcher's picks for the suites on a described GPU
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "tools"))
+import chooser_picks  # noqa: E402
+
+needs_dispatcher = pytest.mark.skipif(not tilelab_torch.built_with_cuda(),
+                                      reason="explain_described needs a CUDA build of tilelab")
+
+
+@needs_dispatcher
+def test_chooser_picks_lines_match_explain_described(tmp_path):
+    """One line a problem, each the described GPU's pick for that product: the suite's forward product,
+    with --training its dX (dY @ W) and dW (dY^T @ X), with --rows the decode batches of its weights."""
+    out = tmp_path / "picks.txt"
+    assert chooser_picks.main(["--suites", "skinny", "--dtypes", "bf16,tf32", "--training", "--rows", "24",
+                               "--out", str(out)]) == 0
+    lines = [line.split() for line in out.read_text().splitlines()]
+    assert lines and all(len(parts) == 8 for parts in lines)
+    names = {k.name for k in tilelab_torch.kernels("cuda")}
+    assert all(parts[6] in names and parts[7].startswith("s") for parts in lines)
+    assert {parts[4] for parts in lines} == {"fwd", "dX", "dW"} and {parts[3] for parts in lines} == {"bf16", "tf32"}
+    by_key = {" ".join(parts[:6]): parts[6:] for parts in lines}
+    # 16 decoded rows of Llama-3-8B's mlp_up (x @ W.t(), W 14336 x 4096), its dX and its dW
+    H200 = dict(sm=90, num_sms=132)
+    x, w = torch.empty(16, 4096, dtype=torch.bfloat16), torch.empty(14336, 4096, dtype=torch.bfloat16)
+    dy = torch.empty(16, 14336, dtype=torch.bfloat16)
+    for product, (a, b), shape in (("fwd", (x, w.t()), "1x16x4096x14336"), ("dX", (dy, w), "1x16x14336x4096"),
+                                   ("dW", (dy.t(), x), "1x14336x16x4096")):
+        e = tilelab_torch.explain_described(a, b, **H200)
+        key = f"skinny llama3-8b.decode.mlp_up linear_nobias bf16 {product} {shape}"
+        assert by_key[key] == [e.kernel, f"s{e.details.get('split_k', 1)}"], (key, e)
+    assert "skinny rows.24x4096x14336 linear_nobias bf16 fwd 1x24x4096x14336" in by_key
+    assert torch.get_float32_matmul_precision() == "highest"  # the tf32 rows' precision is put back
+
+
+def test_chooser_picks_diff(tmp_path, capsys):
+    old, new = tmp_path / "old.txt", tmp_path / "new.txt"
+    old.write_text("s a linear bf16 fwd 1x16x4096x4096 gemv_mma_16x32x64 s1\n"
+                   "s a linear bf16 dW 1x4096x16x4096 hopper_128x128x64 s1\n"
+                   "s b mm fp16 fwd 1x64x4096x4096 hopper_m64_64x64x64 s2\n")
+    new.write_text("s a linear bf16 fwd 1x16x4096x4096 hopper_128x128x64 s1\n"
+                   "s a linear bf16 dW 1x4096x16x4096 hopper_128x128x64 s1\n"
+                   "s b mm fp16 fwd 1x64x4096x4096 hopper_m64_64x64x64 s1\n")
+    assert chooser_picks.diff(str(old), str(new)) == 2
+    text = capsys.readouterr().out
+    assert "gemv_mma_16x32x64 s1 -> hopper_128x128x64 s1" in text and "2 of 3 problems changed" in text
+    assert "bf16 fwd: 1 row" in text and "fp16 fwd: 1 split count" in text and "dW" not in text.split("changed")[1]
+
+
+@pytest.mark.parametrize("argv, message", [(["--dtypes", "fp64"], "unknown dtypes"),
+                                           (["--rows", "4,x"], "comma-separated integers"),
+                                           (["--rows", "0"], "must be positive")])
+@needs_dispatcher
+def test_chooser_picks_argument_errors(argv, message, capsys):
+    with pytest.raises(SystemExit):
+        chooser_picks.main(argv)
+    assert message in capsys.readouterr().err

@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""The dispatcher's pick (row and split count) for every problem of the benchmark suites on a
+described GPU, without one: what a chooser change moves, before a GPU run measures it.
+
+    python3 benchmarks/tools/chooser_picks.py --training --rows 1,4,16,24,32,48,64 --out /tmp/before.txt
+    # edit csrc/cuda/chooser.cpp, rebuild, then the same command with --out /tmp/after.txt
+    python3 benchmarks/tools/chooser_picks.py --diff /tmp/before.txt /tmp/after.txt
+
+Problems: every entry of benchmarks/ab.py's SUITES (transformer, skinny) for each of its ops and
+dtypes (tf32: fp32 under torch's "high" precision), with the operand layouts ab.py's ops pass; with
+--training also the two products tiled_linear's backward runs for each linear op (dX = dY @ W with W
+row-major, dW = dY^T @ X with dY^T a transposed view); with --rows also every (K, N) of the suites'
+x @ W.t() products at those row counts (decode batches). One line a problem:
+
+    <suite> <name> <op> <dtype> <product> <B>x<M>x<K>x<N> <kernel> s<splits>
+
+M x K x N as the suites write them, the product's own (dW: N x M x K). --diff prints the problems
+whose pick differs and a count per dtype, product and kind of change (row, or split count only).
+Needs a CUDA build of tilelab (the dispatcher is part of it), not a GPU.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import sys
+from typing import Iterator, NamedTuple
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+
+import tilelab_torch  # noqa: E402
+import ab  # noqa: E402
+import common  # noqa: E402
+
+LINEAR_OPS = ("linear", "linear_nobias", "linear_gelu")
+
+
+class Problem(NamedTuple):
+    suite: str
+    name: str
+    op: str
+    dtype: str
+    product: str  # fwd, dX or dW
+    a: torch.Tensor
+    b: torch.Tensor
+
+    def key(self) -> str:
+        B = self.a.shape[0] if self.a.dim() == 3 else 1
+        M, K = self.a.shape[-2:]
+        N = self.b.shape[-1]
+        return f"{self.suite} {self.name} {self.op} {self.dtype} {self.product} {B}x{M}x{K}x{N}"
+
+
+def _empty(dims: str, sizes: dict, dtype) -> torch.Tensor:
+    """An operand without data, shaped by OPS[op].operands (e.g. "NK": (N, K))."""
+    return torch.empty(*[sizes[c] for c in dims], dtype=dtype)
+
+
+def problems(suites: list[str], dtypes: list[str], training: bool, rows: list[int]) -> Iterator[Problem]:
+    for suite in suites:
+        cases = ab.suite_cases(suite, ab.ALL_OPS, dtypes)
+        if rows:  # decode batches over every x @ W.t() weight of the suite
+            weights = sorted({(c.K, c.N) for c in cases if c.op in LINEAR_OPS and c.B == 1})
+            cases = cases + [ab.Case("linear_nobias", 1, m, n, k, d, suite, f"rows.{m}x{k}x{n}")
+                             for d in dtypes for k, n in weights for m in rows]
+        for c in cases:
+            dtype = common.DTYPES[c.dtype]
+            sizes = {"B": c.B, "M": c.M, "N": c.N, "K": c.K}
+            operands = ab.OPS[c.op].operands
+            a, b = ab.explain_operands(c.op, [_empty(d, sizes, dtype) for d in operands[:2]])
+            yield Problem(suite, c.name, c.op, c.dtype, "fwd", a, b)
+            if training and c.op in LINEAR_OPS:
+                dy = torch.empty(c.M, c.N, dtype=dtype)
+                w = torch.empty(c.N, c.K, dtype=dtype)
+                x = torch.empty(c.M, c.K, dtype=dtype)
+                yield Problem(suite, c.name, c.op, c.dtype, "dX", dy, w)
+                yield Problem(suite, c.name, c.op, c.dtype, "dW", dy.t(), x)
+
+
+def pick(p: Problem, gpu: dict) -> str:
+    common.set_precision(p.dtype)
+    e = tilelab_torch.explain_described(p.a, p.b, **gpu)
+    return f"{e.kernel} s{e.details.get('split_k', 1)}"
+
+
+def read(path: str) -> dict[str, str]:
+    picks = {}
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 8:
+                picks[" ".join(parts[:6])] = " ".join(parts[6:])
+    return picks
+
+
+def diff(old_path: str, new_path: str, out=None) -> int:
+    """Prints the changed picks and their counts (to out, default stdout); returns how many changed."""
+    out = out or sys.stdout
+    old, new = read(old_path), read(new_path)
+    counts: collections.Counter = collections.Counter()
+    changed = 0
+    for key in old.keys() & new.keys():
+        if old[key] == new[key]:
+            continue
+        changed += 1
+        kind = "row" if old[key].split()[0] != new[key].split()[0] else "split count"
+        _, _, _, dtype, product, _ = key.split()
+        counts[(dtype, product, kind)] += 1
+        print(f"{key}  {old[key]} -> {new[key]}", file=out)
+    for key in sorted(old.keys() ^ new.keys()):
+        print(f"{key}  only in {'the first' if key in old else 'the second'} file", file=out)
+    print(f"{changed} of {len(old.keys() & new.keys())} problems changed their pick", file=out)
+    for (dtype, product, kind), n in sorted(counts.items()):
+        print(f"  {dtype} {product}: {n} {kind}", file=out)
+    return changed
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--suites", nargs="+", default=list(ab.SUITES), choices=list(ab.SUITES))
+    p.add_argument("--dtypes", default=ab.SUITE_DTYPES, help=f"comma-separated (default {ab.SUITE_DTYPES})")
+    p.add_argument("--training", action="store_true", help="also each linear op's dX and dW products")
+    p.add_argument("--rows", default="", help="comma-separated row counts for every x @ W.t() weight (decode)")
+    p.add_argument("--sm", type=int, default=90, help="compute capability, major*10 + minor (default 90)")
+    p.add_argument("--sms", type=int, default=132, help="SMs (default 132: an H100 SXM or H200)")
+    p.add_argument("--mem-gbps", type=float, default=None,
+                   help="peak DRAM bandwidth, GB/s (default: explain_described's, an H200's)")
+    p.add_argument("--out", help="write the picks here (default: stdout)")
+    p.add_argument("--diff", nargs=2, metavar=("OLD", "NEW"), help="compare two files this tool wrote")
+    args = p.parse_args(argv)
+    if args.diff:
+        diff(*args.diff)
+        return 0
+    if not tilelab_torch.built_with_cuda():
+        p.error("needs a CUDA build of tilelab (the dispatcher is part of it)")
+    dtypes = [d for d in args.dtypes.split(",") if d]
+    unknown = [d for d in dtypes if d not in common.DTYPES or d == "fp64"]
+    if unknown:
+        p.error(f"unknown dtypes {unknown}; choose from fp32, tf32, bf16, fp16")
+    try:
+        rows = [int(r) for r in args.rows.split(",") if r]
+    except ValueError:
+        p.error(f"--rows takes comma-separated integers, got {args.rows!r}")
+    if any(r < 1 for r in rows):
+        p.error("--rows must be positive")
+    gpu = {"sm": args.sm, "num_sms": args.sms, "mem_gbps": args.mem_gbps}
+    old_precision = torch.get_float32_matmul_precision()
+    out = open(args.out, "w") if args.out else sys.stdout
+    try:
+        for prob in problems(args.suites, dtypes, args.training, rows):
+            print(f"{prob.key()} {pick(prob, gpu)}", file=out)
+    finally:
+        torch.set_float32_matmul_precision(old_precision)
+        if args.out:
+            out.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
