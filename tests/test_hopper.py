@@ -136,6 +136,25 @@ def test_persistent_many_tiles(high, config):
         torch.ops.tilelab._set_split_k(None)
 
 
+def _checked_linear(config, x, w, bias, act, tol, what, before=None):
+    """tiled_linear(x, w, bias, activation=act, variant=config) into a poisoned block (every output written),
+    against float64, error over |x| @ |W|^T (+ |bias|); `before` runs after the reference is computed, right
+    before the product. Returns the output."""
+    x64, w64 = x.double(), w.double()
+    ref, scale = x64 @ w64.t(), x64.abs() @ w64.abs().t()
+    if bias is not None:
+        ref, scale = ref + bias.double(), scale + bias.double().abs()
+    ref = ACT_REFS[act](ref)
+    if before is not None:
+        before()
+    poison = Poisoned(x.shape[0] * w.shape[0], x.dtype, "cuda")
+    got = torch.ops.tilelab.tiled_linear(x, w, bias, activation=act, variant=config)
+    assert poison.reused(got), "the output did not reuse the poisoned block"
+    err = float((got.double() - ref).norm() / scale.norm())
+    assert err <= tol, f"{what}: {err:.3g}"
+    return got
+
+
 # (M, K, N): K of 47 k-steps (no slice count below divides it), of 2 (fewer k-steps than the slices asked
 # for), of 4097 (odd rows: copied to aligned ones first); whole 192 x 192 tiles.
 IN_KERNEL_SHAPES = [(300, 3000, 264), (129, 100, 200), (200, 4097, 136), (384, 2048, 384)]
@@ -160,7 +179,7 @@ def test_split_k_added_in_the_kernel(high, config, shape, splits, how):
     x = torch.randn(M, K, device="cuda", dtype=dtype)
     w = torch.randn(N, K, device="cuda", dtype=dtype)
     bias = torch.randn(N, device="cuda", dtype=dtype)
-    x64, w64, b64 = x.double(), w.double(), bias.double()
+    w64 = w.double()
     torch.ops.tilelab._set_split_k(splits)
     torch.ops.tilelab._set_split_reduce(how)
     try:
@@ -178,12 +197,8 @@ def test_split_k_added_in_the_kernel(high, config, shape, splits, how):
         passes = [ev.name for ev in prof.events() if "split_reduce_kernel" in ev.name]
         assert bool(passes) != added_here, (e.reason, passes)
         for act in (None, "gelu"):
-            ref = ACT_REFS[act](x64 @ w64.t() + b64)
-            poison = Poisoned(M * N, dtype, "cuda")
-            got = torch.ops.tilelab.tiled_linear(x, w, bias, activation=act, variant=config)
-            assert poison.reused(got), "the output did not reuse the poisoned block"
-            err = float((got.double() - ref).norm() / (x64.abs() @ w64.abs().t() + b64.abs()).norm())
-            assert err <= tol, f"{config} {shape} {s} slices ({how}), {act}: {err:.3g}, seed={seed}"
+            got = _checked_linear(config, x, w, bias, act, tol,
+                                  f"{config} {shape} {s} slices ({how}), {act}, seed={seed}")
             again = torch.ops.tilelab.tiled_linear(x, w, bias, activation=act, variant=config)
             assert torch.equal(got, again), f"{config} {shape} {s} slices ({how}), {act}: two calls differ"
         # A column-major A (dY^T in a weight gradient) and a batch of 2 sharing B.
@@ -215,14 +230,8 @@ def test_activation_in_every_layout(high, config):
             w = torch.randn(K, N, device="cuda", dtype=dtype).t() if w_t else torch.randn(N, K, device="cuda",
                                                                                          dtype=dtype)
             bias = torch.randn(N, device="cuda", dtype=dtype)
-            x64, w64, b64 = x.double(), w.double(), bias.double()
             for act in ("relu", "gelu", "gelu_tanh", "silu"):
-                ref = ACT_REFS[act](x64 @ w64.t() + b64)
-                poison = Poisoned(M * N, dtype, "cuda")
-                got = torch.ops.tilelab.tiled_linear(x, w, bias, activation=act, variant=config)
-                assert poison.reused(got), "the output did not reuse the poisoned block"
-                err = float((got.double() - ref).norm() / (x64.abs() @ w64.abs().t() + b64.abs()).norm())
-                assert err <= tol, f"{config} x^T {x_t} W^T {w_t} {act}: {err:.3g}, seed={seed}"
+                _checked_linear(config, x, w, bias, act, tol, f"{config} x^T {x_t} W^T {w_t} {act}, seed={seed}")
 
 
 @pytest.mark.parametrize("config", ROW_NAMES + TF32_NAMES)
@@ -240,20 +249,15 @@ def test_fewer_rows_than_a_tile_after_nan_rows(high, config):
     w = torch.randn(N, K, device="cuda", dtype=dtype)
     bias = torch.randn(N, device="cuda", dtype=dtype)
     nan_x = torch.full((256, K), float("nan"), device="cuda", dtype=dtype)
-    w64, b64 = w.double(), bias.double()
+    w64 = w.double()
     try:
         for M in (1, 7, 9, 24, 63, 100):
             for splits, how in ((None, None), (3, "kernel"), (3, "pass")):
                 torch.ops.tilelab._set_split_k(splits)
                 torch.ops.tilelab._set_split_reduce(how)
                 x = torch.randn(M, K, device="cuda", dtype=dtype)
-                ref = ACT_REFS["gelu"](x.double() @ w64.t() + b64)
-                torch.ops.tilelab.tiled_linear(nan_x, w, bias, variant=config)  # stages of NaN rows
-                poison = Poisoned(M * N, dtype, "cuda")
-                got = torch.ops.tilelab.tiled_linear(x, w, bias, activation="gelu", variant=config)
-                assert poison.reused(got), "the output did not reuse the poisoned block"
-                err = float((got.double() - ref).norm() / (x.double().abs() @ w64.abs().t() + b64.abs()).norm())
-                assert err <= tol, f"{config} M={M} splits={splits} {how}: {err:.3g}, seed={seed}"
+                _checked_linear(config, x, w, bias, "gelu", tol, f"{config} M={M} splits={splits} {how}, seed={seed}",
+                                before=lambda: torch.ops.tilelab.tiled_linear(nan_x, w, bias, variant=config))
                 xb = torch.randn(2, M, K, device="cuda", dtype=dtype)
                 refb = xb.double() @ w64.t()
                 torch.ops.tilelab.tiled_linear(nan_x, w, bias, variant=config)
