@@ -384,9 +384,10 @@ def test_decode_with_a_row_major_b(dtype):
         e = explain_described(*mm(M, K, N, dtype), **H200)
         assert e.kernel == "hopper_m64_64x64x64" and "N >= 768" in e.reason, (M, K, N, e)
     assert explain_described(*mm(1, 3072, 768, dtype), **H200).details["split_k"] > 1  # 12 tiles of 48 k-steps
-    # K = 2304 into 768 columns: the 64x64 wgmma row's estimate leaves it unsplit, the tile rows split it.
+    # K = 2304 into 768 columns: the 64x64 wgmma row goes only where its estimate splits K, which (its
+    # block paced by the whole 64-row tile) it does on 132 SMs.
     e = explain_described(*mm(8, 2304, 768, dtype), **H200)
-    assert e.kernel.startswith("tensorcore_") and e.details["split_k"] > 1, e
+    assert e.kernel == "hopper_m64_64x64x64" and e.details["split_k"] > 1, e
     assert explain_described(*mm(1, 768, 760, dtype), **H200).kernel.startswith("tensorcore_")  # N < 768
     assert explain_described(*mm(17, 4096, 4096, dtype), **H200).kernel.startswith("hopper_")
     assert explain_described(*mm(4, 4096, 4096, dtype), **A100).kernel.startswith("tensorcore_")  # 163 KB
@@ -483,7 +484,7 @@ def test_split_k_bounded_by_the_devices_bandwidth(high):
     """Half precision: the estimate's bound is the device's DRAM bandwidth (mem_gbps; an H100's 3352 GB/s
     against the H200's 4800 a described GPU gets), so where reading the operands once already takes
     longer than a block's slice, the H100 gets fewer slices. The 4-byte (TF32) rows keep the H200's bound."""
-    for operands, M, K, N, fewer in [(linear, 64, 4096, 4096, 1), (mm, 64, 65536, 64, 57),
+    for operands, M, K, N, fewer in [(linear, 24, 14336, 4096, 1), (mm, 64, 65536, 64, 69),
                                      (linear, 64, 14336, 4096, 1)]:
         h200 = explain_described(*operands(M, K, N), **H200).details["split_k"]
         h100 = explain_described(*operands(M, K, N), **H100)
@@ -493,6 +494,18 @@ def test_split_k_bounded_by_the_devices_bandwidth(high):
                 explain_described(*linear(M, K, N, torch.float32), **H200).details["split_k"] > 1)
     with pytest.raises(RuntimeError, match="mem_gbps"):
         explain_described(*mm(64, 64, 64), mem_gbps=-1.0, **H200)
+
+
+def test_half_split_k_paced_by_whole_tiles():
+    """Decode batches of half x @ W.t() on the 64x64 wgmma row: a block is paced by its whole 64-row tile
+    and the bandwidth bound counts a block's fixed cost, so 17 to 64 rows of 4096 -> 4096 stay unsplit
+    and K = 14336 or 28672 into 4096 take two slices (H200, W cold: 64x4096x4096 12.9 us unsplit vs 14.4 in
+    2 slices, 24x14336x4096 34.0 in 2 vs 38.4 unsplit)."""
+    for M, K, N, splits in [(24, 4096, 4096, 1), (48, 4096, 4096, 1), (64, 4096, 4096, 1),
+                            (24, 14336, 4096, 2), (32, 14336, 4096, 2), (24, 28672, 4096, 2)]:
+        for dtype in (torch.bfloat16, torch.float16):
+            e = explain_described(*linear(M, K, N, dtype), **H200)
+            assert (e.kernel, e.details["split_k"]) == ("hopper_m64_64x64x64", splits), (M, K, N, e)
 
 
 def test_tf32_mma_sync_splits_at_its_pace(high):

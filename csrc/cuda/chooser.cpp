@@ -68,19 +68,28 @@ bool reads_only_its_b(const KernelConfig& c, const GemmProblem& p) {
 // the slower of its operand bytes (a block's measured pace: ~100 B/ns, unless
 // kRowPaces says otherwise) and its MMAs (per-SM rates of the H200: wgmma 7500
 // flop/ns half, 3750 TF32; mma.sync 4900 / 2450; the blocked rows' fp32 FMAs
-// their kRowPaces rate). All SMs together
-// read each operand byte from HBM once (the tiles that share a panel find it in
-// L2), which bounds the whole product: where it does, more slices only add
-// reduction. Half precision at the device's peak bandwidth (from its memory clock
-// and bus width: an H100's 3.35 TB/s, an H200's 4.9; a described GPU without one:
-// 4.8); the 4-byte rows at 4.8 on every device: the TF32 tiles' blocks run well
-// below the pace assumed here (H100, x @ W.t() 16x14336x4096 in 2 slices: 119 us
-// against 43 estimated a block), so their slices are set by that pace, not by
-// the bandwidth, and with the H100's figure they lost 10-30%. A split adds
-// the reduction: a launch plus writing and reading s fp32 slabs of the output
-// at ~3 TB/s (where the hopper kernel adds the slices itself, split_reduce_in_kernel,
-// it costs less). Estimates, not measurements: they only have to rank 1 against s
-// slices where one wave leaves SMs idle (and, for fp32, the blocked rows).
+// their kRowPaces rate). A half-precision hopper block keeps that pace on its
+// whole tile height even where the product has fewer rows (H200, x @ W.t() on
+// hopper_m64_64x64x64 unsplit, W cold: 16, 32 and 64 x 14336x4096 38.3, 38.4 and
+// 38.5 us), so its A bytes count bm rows. All SMs together read each operand
+// byte from HBM once (the tiles that share a panel find it in L2), which bounds
+// the whole product: where it does, more slices only add reduction. In half
+// precision that bound is the larger operand's bytes (the smaller, a model's
+// activations, comes from L2) after the fixed cost a block pays anyway. (H200,
+// per call under CUDA graphs, W cold: without the fixed cost two slices looked
+// cheaper than one wherever the bound took over, 64x4096x4096 in 2 slices 14.4
+// us vs 12.9 unsplit; counting both operands took bf16 64x65536x64 from 114
+// slices, 8.3-8.4 us, to 49, 8.4-8.7.) Half precision at the device's peak bandwidth (from its
+// memory clock and bus width: an H100's 3.35 TB/s, an H200's 4.9; a described
+// GPU without one: 4.8); the 4-byte rows, both operands, at 4.8 on every device:
+// the TF32 tiles' blocks run well below the pace assumed here (H100, x @ W.t()
+// 16x14336x4096 in 2 slices: 119 us against 43 estimated a block), so their
+// slices are set by that pace, not by the bandwidth, and with the H100's figure
+// they lost 10-30%. A split adds the reduction: a launch plus writing and
+// reading s fp32 slabs of the output at ~3 TB/s (where the hopper kernel adds
+// the slices itself, split_reduce_in_kernel, it costs less). Estimates, not
+// measurements: they only have to rank 1 against s slices where one wave leaves
+// SMs idle (and, for fp32, the blocked rows).
 constexpr double kBlockFixedNs = 2000, kReduceLaunchNs = 3000, kSmBytesPerNs = 100, kHbmBytesPerNs = 4800,
                  kReduceBytesPerNs = 3000;
 constexpr int64_t kMaxSlabBytes = int64_t{256} << 20;  // workspace cap
@@ -176,15 +185,18 @@ double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, 
                                            : static_cast<double>(resident) * slot_rounds;
   const double esize = static_cast<double>(c10::elementSize(p.dtype));
   const double k_span = static_cast<double>(per * bk);
-  const double bytes = k_span * (std::min<int64_t>(c.bm, p.M) + std::min<int64_t>(c.bn, p.N)) * esize;
+  const bool half = esize == 2;
+  const int64_t rows_a = c.family == Family::Hopper && half ? c.bm : std::min<int64_t>(c.bm, p.M);
+  const double bytes = k_span * (rows_a + std::min<int64_t>(c.bn, p.N)) * esize;
   const double flops = 2.0 * c.bm * c.bn * k_span;
   const double pace = measured == nullptr || measured->bytes_per_ns == 0 ? kSmBytesPerNs
                       : together == 1                                    ? measured->bytes_per_ns
                                                                          : measured->together_bytes_per_ns;
   const double block_ns =
       kBlockFixedNs + together * std::max(bytes / pace, flops / mma_flop_per_ns(c, p.dtype));
-  const double hbm = esize == 2 && d.mem_bytes_per_ns > 0 ? d.mem_bytes_per_ns : kHbmBytesPerNs;
-  const double hbm_ns = static_cast<double>(p.M + p.N) * p.K * p.batch * esize / hbm;
+  const double hbm = half && d.mem_bytes_per_ns > 0 ? d.mem_bytes_per_ns : kHbmBytesPerNs;
+  const double operand_bytes = static_cast<double>(half ? std::max(p.M, p.N) : p.M + p.N) * p.K * p.batch * esize;
+  const double hbm_ns = (half ? kBlockFixedNs : 0.0) + operand_bytes / hbm;
   const double reduce_ns =
       s == 1 ? 0.0 : kReduceLaunchNs + 2.0 * s * p.batch * p.M * p.N * 4 / kReduceBytesPerNs;
   return std::max(rounds * block_ns, hbm_ns) + reduce_ns;
@@ -536,7 +548,9 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   // is mostly empty rows; below 2048 columns the tile rules' mma.sync 64x64 tiles, mostly unsplit, took up to
   // twice as long). Below 2048 columns only up to K = 2048 unless the estimate splits K: a lone 64x64 block
   // streams B at about half the pace est_ns assumes, and unsplit over K = 2304 it lost to the tile rules' split
-  // mma.sync tiles (H100: 8x2304x768 0.0081 ms vs 0.0069 for tensorcore_64x64x32 in 11 slices).
+  // mma.sync tiles (H100: 8x2304x768 0.0081 ms vs 0.0069 for tensorcore_64x64x32 in 11 slices). Split it wins
+  // (H200, dY @ W, per call under CUDA graphs, W cold: 1, 4 and 16 x 2304x768 in 9 slices 6.1-6.4 us vs 6.5-6.9
+  // on tensorcore_64x64x32 in 9-11; cuBLAS 5.7).
   const KernelConfig& m64 = kConfigs[kHopperM64];
   const auto m64_k_ok = [&] { return p.K <= 2048 || estimated_splits(m64, p, d, split_cap(m64, p)) > 1; };
   if (half && p.a.k_contiguous && !p.b.k_contiguous && aligned && p.M <= 16) {
