@@ -454,8 +454,8 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // tiles: 29.9 against 26.0 / 29.0); 4096x11008's 86 tiles of 128x128, 65% of a wave, tied with gemv_mma
     // up to 8 rows (26.4 against 26.0-26.4) and won at 16 (26.8 against 29.0), which this rule leaves to it.
     const KernelConfig& gm = kConfigs[kGemvMma];
-    const int64_t gm_tiles = tiles(p, gm.bm, gm.bn), gm_per = (gm_tiles + sms - 1) / sms;
-    const bool gm_idles = gm_tiles > sms && 10 * ((gm_tiles + gm_per - 1) / gm_per) < 9 * sms;
+    const int64_t gm_tiles = tiles(p, gm.bm, gm.bn);
+    const bool gm_idles = gm_tiles > sms && 10 * persistent_shares(gm_tiles, sms).blocks < 9 * sms;
     if (gm_idles && 6 * tiles128 >= 5 * sms && tiles128 <= sms) {
       ch = pick(kHopper128, "sm_90, half precision, M <= 16 of x @ W.t() whose " + std::to_string(gm_tiles) +
                                 " gemv_mma tiles, in equal shares of whole tiles, leave a tenth of the SMs idle, and a "

@@ -177,6 +177,17 @@ inline bool is_even(const GemmProblem& p, int tm, int tn, int tk) {
   return p.M % tm == 0 && p.N % tn == 0 && p.K % tk == 0;
 }
 
+// A persistent grid's equal shares of whole tiles: `tiles` over `slots` resident blocks, `per` tiles a block
+// (the last block the rest), `blocks` blocks. gemv_mma's launcher sizes its grid with it, and the chooser's
+// decode rule asks it where gemv_mma's shares leave SMs idle.
+struct PersistentShares {
+  int64_t per, blocks;
+};
+inline PersistentShares persistent_shares(int64_t tiles, int64_t slots) {
+  const int64_t per = (tiles + slots - 1) / slots;
+  return {per, (tiles + per - 1) / per};
+}
+
 // What a launcher asks the driver about its kernel once per device, not on every call (a driver call
 // per launch would add to the host cost of every product).
 enum class DeviceFact { kSmemOptIn, kBlocksPerSm };

@@ -34,9 +34,8 @@ void launch_kernel(const GemmProblem& p, int64_t tiles, cudaStream_t stream) {
     return std::max(n, 1);
   });
   const int64_t slots = static_cast<int64_t>(at::cuda::getCurrentDeviceProperties()->multiProcessorCount) * per_sm;
-  const int64_t per = (tiles + slots - 1) / slots;
-  const int64_t grid = (tiles + per - 1) / per;
-  kernel<<<static_cast<unsigned>(grid), kWarps * 32, smem, stream>>>(device_args<T>(p), per);
+  const PersistentShares share = persistent_shares(tiles, slots);
+  kernel<<<static_cast<unsigned>(share.blocks), kWarps * 32, smem, stream>>>(device_args<T>(p), share.per);
 }
 
 // The shared memory a block of row kRow takes: its ring and sums, the larger of its two variants.
