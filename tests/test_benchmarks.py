@@ -228,6 +228,16 @@ def test_chooser_picks_lines_match_explain_described(tmp_path):
     assert torch.get_float32_matmul_precision() == "highest"  # the tf32 rows' precision is put back
 
 
+def test_chooser_picks_rows_list_a_shared_weight_once():
+    """--rows adds decode batches of every suite's weights; a weight both suites have (GPT-2's and
+    Llama's projections appear in each) is listed once, so a diff counts each product once."""
+    probs = list(chooser_picks.problems(["transformer", "skinny"], ["bf16"], False, [24]))
+    decode = [(p.dtype, p.product, tuple(p.a.shape), tuple(p.b.shape)) for p in probs if p.name.startswith("rows.")]
+    assert decode and len(decode) == len(set(decode))
+    suites = {p.suite for p in probs if p.name.startswith("rows.")}
+    assert suites == {"transformer", "skinny"}  # the skinny suite's own weights still get theirs
+
+
 def test_chooser_picks_diff(tmp_path, capsys):
     old, new = tmp_path / "old.txt", tmp_path / "new.txt"
     old.write_text("s a linear bf16 fwd 1x16x4096x4096 gemv_mma_16x32x64 s1\n"

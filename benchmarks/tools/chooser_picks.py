@@ -10,7 +10,8 @@ Problems: every entry of benchmarks/ab.py's SUITES (transformer, skinny) for eac
 dtypes (tf32: fp32 under torch's "high" precision), with the operand layouts ab.py's ops pass; with
 --training also the two products tiled_linear's backward runs for each linear op (dX = dY @ W with W
 row-major, dW = dY^T @ X with dY^T a transposed view); with --rows also every (K, N) of the suites'
-x @ W.t() products at those row counts (decode batches). One line a problem:
+x @ W.t() products at those row counts (decode batches; a weight two suites share is listed under the
+first). One line a problem:
 
     <suite> <name> <op> <dtype> <product> <B>x<M>x<K>x<N> <kernel> s<splits>
 
@@ -61,12 +62,15 @@ def _empty(dims: str, sizes: dict, dtype) -> torch.Tensor:
 
 
 def problems(suites: list[str], dtypes: list[str], training: bool, rows: list[int]) -> Iterator[Problem]:
+    decoded: set = set()  # (dtype, M, K, N) of the decode batches listed so far: a weight two suites share once
     for suite in suites:
         cases = ab.suite_cases(suite, ab.ALL_OPS, dtypes)
         if rows:  # decode batches over every x @ W.t() weight of the suite
             weights = sorted({(c.K, c.N) for c in cases if c.op in LINEAR_OPS and c.B == 1})
+            added = [(d, m, k, n) for d in dtypes for k, n in weights for m in rows if (d, m, k, n) not in decoded]
+            decoded.update(added)
             cases = cases + [ab.Case("linear_nobias", 1, m, n, k, d, suite, f"rows.{m}x{k}x{n}")
-                             for d in dtypes for k, n in weights for m in rows]
+                             for d, m, k, n in added]
         for c in cases:
             dtype = common.DTYPES[c.dtype]
             sizes = {"B": c.B, "M": c.M, "N": c.N, "K": c.K}
