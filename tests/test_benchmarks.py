@@ -238,6 +238,60 @@ def test_chooser_picks_rows_list_a_shared_weight_once():
     assert suites == {"transformer", "skinny"}  # the skinny suite's own weights still get theirs
 
 
+def test_product_operands_are_the_problems_layouts():
+    """picks_ab.py rebuilds a moved problem from its key with product_operands: the same shapes and strides
+    as the problem chooser_picks explained, for each op and product."""
+    for p in chooser_picks.problems(["transformer", "skinny"], ["bf16"], True, [24]):
+        B = p.a.shape[0] if p.a.dim() == 3 else 1
+        M, K = p.a.shape[-2:]
+        N = p.b.shape[-1]
+        a, b = chooser_picks.product_operands(p.op, p.product, B, M, K, N,
+                                              lambda *shape: torch.empty(*shape, dtype=torch.bfloat16))
+        assert (a.shape, a.stride(), b.shape, b.stride()) == (p.a.shape, p.a.stride(), p.b.shape, p.b.stride()), p.key()
+
+
+import picks_ab  # noqa: E402
+
+
+def test_picks_ab_reads_a_diff_once_a_product(tmp_path, capsys):
+    """The moved problems of a --diff listing, each product once: the same fwd product under two names of
+    one layout (linear, linear_nobias) is timed once, an mm of the same shape (another layout) apart."""
+    lines = ["skinny a linear bf16 fwd 1x16x4096x4096  gemv_mma_16x32x64 s1 -> hopper_128x128x64 s2",
+             "transformer b linear_nobias bf16 fwd 1x16x4096x4096  gemv_mma_16x32x64 s1 -> hopper_128x128x64 s2",
+             "skinny c mm bf16 fwd 1x16x4096x4096  gemv_mma_rowb_16x32x64 s1 -> hopper_m64_64x64x64 s4",
+             "skinny a linear bf16 dW 1x4096x16x4096  hopper_128x128x64 s1 -> hopper_128x64x64 s1",
+             "2 of 9 problems changed their pick", "  bf16 fwd: 2 row"]
+    moved = picks_ab.parse_diff(lines)
+    assert [(m.op, m.product, m.shape, m.old, m.new) for m in moved] == [
+        ("linear", "fwd", (1, 16, 4096, 4096), ("gemv_mma_16x32x64", 1), ("hopper_128x128x64", 2)),
+        ("mm", "fwd", (1, 16, 4096, 4096), ("gemv_mma_rowb_16x32x64", 1), ("hopper_m64_64x64x64", 4)),
+        ("linear", "dW", (1, 4096, 16, 4096), ("hopper_128x128x64", 1), ("hopper_128x64x64", 1))]
+    empty = tmp_path / "empty.txt"
+    empty.write_text("0 of 9 problems changed their pick\n")
+    assert picks_ab.main([str(empty)]) == 1 and "no moved problems" in capsys.readouterr().err
+    if not torch.cuda.is_available():
+        listing = tmp_path / "moved.txt"
+        listing.write_text("\n".join(lines) + "\n")
+        with pytest.raises(SystemExit):
+            picks_ab.main([str(listing)])
+        assert "needs a CUDA GPU" in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+@needs_dispatcher
+def test_picks_ab_times_both_picks_checked():
+    """measure() forces each pick (row and split count), checks it against float64 and times it beside
+    cuBLAS; the split override is put back."""
+    m = picks_ab.Moved("bf16", "fwd", "linear", (1, 16, 1024, 256), ("hopper_m64_64x64x64", 1),
+                       ("hopper_m64_64x64x64", 4))
+    r = picks_ab.measure(m, b_mb=4)
+    assert (r["old_kernel"], r["old_splits"], r["new_kernel"], r["new_splits"]) == (*m.old, *m.new)
+    assert all(r[k] > 0 for k in ("old_us", "new_us", "cublas_us")) and max(r["old_rel_err"], r["new_rel_err"]) < 1e-2
+    x = torch.empty(16, 1024, device="cuda", dtype=torch.bfloat16)
+    w = torch.empty(256, 1024, device="cuda", dtype=torch.bfloat16)
+    assert "forced" not in tilelab_torch.explain(x, w.t(), variant="hopper_m64_64x64x64").reason
+
+
 def test_chooser_picks_diff(tmp_path, capsys):
     old, new = tmp_path / "old.txt", tmp_path / "new.txt"
     old.write_text("s a linear bf16 fwd 1x16x4096x4096 gemv_mma_16x32x64 s1\n"

@@ -25,7 +25,7 @@ import argparse
 import collections
 import os
 import sys
-from typing import Iterator, NamedTuple
+from typing import Callable, Iterator, NamedTuple
 
 import torch
 
@@ -56,9 +56,17 @@ class Problem(NamedTuple):
         return f"{self.suite} {self.name} {self.op} {self.dtype} {self.product} {B}x{M}x{K}x{N}"
 
 
-def _empty(dims: str, sizes: dict, dtype) -> torch.Tensor:
-    """An operand without data, shaped by OPS[op].operands (e.g. "NK": (N, K))."""
-    return torch.empty(*[sizes[c] for c in dims], dtype=dtype)
+def product_operands(op: str, product: str, B: int, M: int, K: int, N: int,
+                     make: Callable[..., torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(a, b) of one product in the layouts the suites' ops give it, B x M x K x N the product's own;
+    make(*shape) makes a row-major tensor. fwd: as ab.py's op passes it (W.t() for the linear ops); dX =
+    dY @ W, both row-major; dW = dY^T @ X, dY^T a transposed view."""
+    if product == "dW":
+        return make(K, M).t(), make(K, N)
+    if product == "dX":
+        return make(M, K), make(K, N)
+    sizes = {"B": B, "M": M, "N": N, "K": K}
+    return ab.explain_operands(op, [make(*[sizes[c] for c in dims]) for dims in ab.OPS[op].operands[:2]])
 
 
 def problems(suites: list[str], dtypes: list[str], training: bool, rows: list[int]) -> Iterator[Problem]:
@@ -73,16 +81,14 @@ def problems(suites: list[str], dtypes: list[str], training: bool, rows: list[in
                              for d, m, k, n in added]
         for c in cases:
             dtype = common.DTYPES[c.dtype]
-            sizes = {"B": c.B, "M": c.M, "N": c.N, "K": c.K}
-            operands = ab.OPS[c.op].operands
-            a, b = ab.explain_operands(c.op, [_empty(d, sizes, dtype) for d in operands[:2]])
-            yield Problem(suite, c.name, c.op, c.dtype, "fwd", a, b)
-            if training and c.op in LINEAR_OPS:
-                dy = torch.empty(c.M, c.N, dtype=dtype)
-                w = torch.empty(c.N, c.K, dtype=dtype)
-                x = torch.empty(c.M, c.K, dtype=dtype)
-                yield Problem(suite, c.name, c.op, c.dtype, "dX", dy, w)
-                yield Problem(suite, c.name, c.op, c.dtype, "dW", dy.t(), x)
+
+            def make(*shape):
+                return torch.empty(*shape, dtype=dtype)
+
+            yield Problem(suite, c.name, c.op, c.dtype, "fwd", *product_operands(c.op, "fwd", c.B, c.M, c.K, c.N, make))
+            if training and c.op in LINEAR_OPS:  # dX = dY (M x N) @ W (N x K), dW = dY^T (N x M) @ X (M x K)
+                yield Problem(suite, c.name, c.op, c.dtype, "dX", *product_operands(c.op, "dX", 1, c.M, c.N, c.K, make))
+                yield Problem(suite, c.name, c.op, c.dtype, "dW", *product_operands(c.op, "dW", 1, c.N, c.M, c.K, make))
 
 
 def pick(p: Problem, gpu: dict) -> str:

@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""The GPU side of chooser_picks.py: for every problem a chooser change moved, the old pick and the new
+pick, each forced (variant and split count), timed beside cuBLAS in one process.
+
+    python3 benchmarks/tools/chooser_picks.py --diff /tmp/before.txt /tmp/after.txt > /tmp/moved.txt
+    python3 benchmarks/tools/picks_ab.py /tmp/moved.txt --out /tmp/moved.json
+
+Each problem is the bare product chooser_picks explained (no bias or activation), its operands in the
+layouts of chooser_picks.product_operands, B cold: copies of B, cycled, hold more than the L2 (--b-mb).
+Every output is checked against float64 before it is timed. Times are the kernels' durations (CUPTI,
+through torch.profiler) over a CUDA graph of one call per copy, µs a call, the least of 3 replays' means;
+a split pick's second pass counts. A problem listed under several names (suites, ops with the same
+layout) is timed once. Prints one line a problem and the sums; --out writes them as JSON.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from typing import Callable, NamedTuple
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import chooser_picks  # noqa: E402  (puts the repository and benchmarks/ on sys.path)
+import common  # noqa: E402
+import tilelab_torch  # noqa: E402
+
+
+class Moved(NamedTuple):
+    """One problem of a --diff listing: the product (dtype, fwd/dX/dW, the op whose layout a fwd product
+    has, B x M x K x N) and its two picks as (kernel, split count)."""
+    dtype: str
+    product: str
+    op: str
+    shape: tuple[int, int, int, int]
+    old: tuple[str, int]
+    new: tuple[str, int]
+
+
+def _pick(text: str) -> tuple[str, int]:
+    kernel, splits = text.split()
+    if not splits.startswith("s"):
+        raise ValueError(f"not a pick: {text!r}")
+    return kernel, int(splits[1:])
+
+
+def parse_diff(lines) -> list[Moved]:
+    """The moved problems of chooser_picks.py --diff output, each product once (the first name's)."""
+    moved, seen = [], set()
+    for line in lines:
+        if " -> " not in line:
+            continue
+        left, right = line.split("  ", 1)
+        _suite, _name, op, dtype, product, shape = left.split()
+        old, new = (_pick(t) for t in right.strip().split(" -> "))
+        dims = tuple(int(v) for v in shape.split("x"))
+        layout = ("linear" if op in chooser_picks.LINEAR_OPS else op) if product == "fwd" else ""
+        if (dtype, product, layout, dims) in seen:
+            continue
+        seen.add((dtype, product, layout, dims))
+        moved.append(Moved(dtype, product, op, dims, old, new))
+    return moved
+
+
+def kernel_us(fn: Callable[[], object], calls: int, replays: int = 3) -> float:
+    """µs of kernel time per call: CUPTI durations over a CUDA graph of fn (which makes `calls` calls)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up outside the graph: one-time allocations and attribute calls
+        fn()
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    best = math.inf
+    for _ in range(2):
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            for _ in range(replays):
+                graph.replay()
+            torch.cuda.synchronize()
+        total = sum(e.device_time_total for e in prof.key_averages() if e.device_time_total > 0)
+        best = min(best, total / replays / calls)
+    return best
+
+
+def measure(m: Moved, b_mb: int) -> dict:
+    """The old pick, the new pick and cuBLAS on m, each verified against float64 first."""
+    common.set_precision(m.dtype)
+    dt = common.DTYPES[m.dtype]
+    B, M, K, N = m.shape
+
+    def make(*shape):
+        return torch.randn(*shape, device="cuda", dtype=dt)
+
+    a, b = chooser_picks.product_operands(m.op, m.product, B, M, K, N, make)
+    copies = max(2, -(-b_mb * 2**20 // (b.numel() * b.element_size())))
+    bs = [b] + [chooser_picks.product_operands(m.op, m.product, B, M, K, N, make)[1] for _ in range(copies - 1)]
+    ref = a.double() @ b.double()
+    tiled = tilelab_torch.tiled_bmm if a.dim() == 3 else tilelab_torch.tiled_mm
+    torch_op = torch.bmm if a.dim() == 3 else torch.mm
+    row = {"dtype": m.dtype, "product": m.product, "op": m.op, "shape": "x".join(map(str, m.shape))}
+    for side, (kernel, splits) in (("old", m.old), ("new", m.new)):
+        torch.ops.tilelab._set_split_k(splits)
+        try:
+            err = common.rel_err(tiled(a, b, variant=kernel), ref)
+            if common.status(err, m.dtype) != "OK":
+                raise RuntimeError(f"{kernel} s{splits} on {row['shape']} ({m.dtype} {m.product}): error {err:.3g}")
+
+            def calls(kernel=kernel):
+                for x in bs:
+                    tiled(a, x, variant=kernel)
+
+            row.update({f"{side}_kernel": kernel, f"{side}_splits": splits, f"{side}_us": kernel_us(calls, len(bs)),
+                        f"{side}_rel_err": err})
+        finally:
+            torch.ops.tilelab._set_split_k(0)
+
+    def cublas():
+        for x in bs:
+            torch_op(a, x)
+
+    row["cublas_us"] = kernel_us(cublas, len(bs))
+    row["new_over_old"] = row["new_us"] / row["old_us"]
+    return row
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("diff", help="chooser_picks.py --diff output")
+    p.add_argument("--b-mb", type=int, default=160, help="MB of B copies cycled per problem (default 160: past "
+                                                          "an H100's or H200's 50 MB L2)")
+    p.add_argument("--limit", type=int, default=0, help="time only the first N problems (0: all)")
+    p.add_argument("--out", help="write the rows and sums as JSON here")
+    args = p.parse_args(argv)
+    with open(args.diff) as f:
+        moved = parse_diff(f)
+    if args.limit > 0:
+        moved = moved[:args.limit]
+    if not moved:
+        print(f"{args.diff}: no moved problems (lines 'KEY  OLD sK -> NEW sK')", file=sys.stderr)
+        return 1
+    if not torch.cuda.is_available():
+        p.error("needs a CUDA GPU (the forced rows run there)")
+    old_precision = torch.get_float32_matmul_precision()
+    rows = []
+    try:
+        for m in moved:
+            r = measure(m, args.b_mb)
+            rows.append(r)
+            print(f"{r['dtype']} {r['product']} {r['op']} {r['shape']}: old {r['old_kernel']} s{r['old_splits']} "
+                  f"{r['old_us']:.2f}  new {r['new_kernel']} s{r['new_splits']} {r['new_us']:.2f}  cuBLAS "
+                  f"{r['cublas_us']:.2f} us  ({r['new_over_old']:.3f})", flush=True)
+    finally:
+        torch.set_float32_matmul_precision(old_precision)
+    sums = {"problems": len(rows), "old_us": sum(r["old_us"] for r in rows),
+            "new_us": sum(r["new_us"] for r in rows), "faster": sum(r["new_over_old"] < 0.98 for r in rows),
+            "slower": sum(r["new_over_old"] > 1.02 for r in rows)}
+    print(f"{sums['problems']} problems: old {sums['old_us']:.1f} us, new {sums['new_us']:.1f} us in all; "
+          f"{sums['faster']} faster and {sums['slower']} slower by more than 2%")
+    if args.out:
+        meta = common.metadata("cuda", "highest (fp32 rows) / high (tf32 rows)")
+        common.write_json(args.out, {"meta": meta, "rows": rows, "sums": sums})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
