@@ -99,7 +99,8 @@ def measure(m: Moved, b_mb: int) -> dict:
 
     a, b = chooser_picks.product_operands(m.op, m.product, B, M, K, N, make)
     copies = max(2, -(-b_mb * 2**20 // (b.numel() * b.element_size())))
-    bs = [b] + [chooser_picks.product_operands(m.op, m.product, B, M, K, N, make)[1] for _ in range(copies - 1)]
+    # B's copies in B's own layout (W.t() stays a transposed view), without remaking A for each
+    bs = [b] + [torch.empty_strided(b.shape, b.stride(), dtype=dt, device="cuda").normal_() for _ in range(copies - 1)]
     ref = a.double() @ b.double()
     tiled = tilelab_torch.tiled_bmm if a.dim() == 3 else tilelab_torch.tiled_mm
     torch_op = torch.bmm if a.dim() == 3 else torch.mm

@@ -79,13 +79,13 @@ bool reads_only_its_b(const KernelConfig& c, const GemmProblem& p) {
 // per call under CUDA graphs, W cold: without the fixed cost two slices looked
 // cheaper than one wherever the bound took over, 64x4096x4096 in 2 slices 14.4
 // us vs 12.9 unsplit; counting both operands took bf16 64x65536x64 from 114
-// slices, 8.3-8.4 us, to 49, 8.4-8.7.) Half precision at the device's peak bandwidth (from its
-// memory clock and bus width: an H100's 3.35 TB/s, an H200's 4.9; a described
-// GPU without one: 4.8); the 4-byte rows, both operands, at 4.8 on every device:
-// the TF32 tiles' blocks run well below the pace assumed here (H100, x @ W.t()
-// 16x14336x4096 in 2 slices: 119 us against 43 estimated a block), so their
-// slices are set by that pace, not by the bandwidth, and with the H100's figure
-// they lost 10-30%. A split adds the reduction: a launch plus writing and
+// slices, 8.3-8.4 us, to 49, 8.4-8.7.) Half precision at the device's peak
+// bandwidth (from its memory clock and bus width: an H100's 3.35 TB/s, an H200's
+// 4.9; a described GPU without one: 4.8); the 4-byte rows, both operands, at 4.8
+// on every device: the TF32 tiles' blocks run well below the pace assumed here
+// (H100, x @ W.t() 16x14336x4096 in 2 slices: 119 us against 43 estimated a
+// block), so their slices are set by that pace, not by the bandwidth, and with
+// the H100's figure they lost 10-30%. A split adds the reduction: a launch plus writing and
 // reading s fp32 slabs of the output at ~3 TB/s (where the hopper kernel adds
 // the slices itself, split_reduce_in_kernel, it costs less). Estimates, not
 // measurements: they only have to rank 1 against s slices where one wave leaves
