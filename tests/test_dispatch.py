@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import tilelab_torch
+from conftest import TOL, fresh_seed
 from tilelab_torch import explain_described
 
 pytestmark = pytest.mark.skipif(not tilelab_torch.built_with_cuda(),
@@ -687,3 +688,113 @@ def test_described_matches_the_device():
         assert e.details["mem_gbps"] > 500, e  # from the memory clock and bus width
         d = explain_described(a, b, mem_gbps=e.details["mem_gbps"], **here)
         assert (d.kernel, d.details["split_k"]) == (e.kernel, e.details["split_k"]), (d, e)
+
+
+def _misaligned(*shape, dtype=BF16):
+    """A row-major tensor whose base is one element past a 16-byte boundary (rows not 16-byte aligned)."""
+    n = 1
+    for s in shape:
+        n *= s
+    return torch.empty(n + 1, dtype=dtype)[1:].view(*shape)
+
+
+@pytest.fixture
+def fresh_choices():
+    """The cache of picks emptied before and after the test (and on again after it)."""
+    torch.ops.tilelab._set_choice_cache(True)
+    yield
+    torch.ops.tilelab._set_choice_cache(True)
+
+
+def test_cached_picks_match_fresh_ones(fresh_choices):
+    """The cache of picks (chooser.cpp, ChoiceKey) returns what the rules would: problems that differ only in
+    what the key must hold (operand alignment, layouts, TF32 consent, the batch, the described GPU) asked in
+    turn, each twice (the second from the cache), against the same problems with the cache off."""
+    def problems():
+        for dtype in (BF16, torch.float32):
+            for M, K, N in [(16, 16, 16), (5, 5, 5), (128, 3072, 768), (24, 14336, 4096), (64, 65536, 64),
+                            (4096, 768, 3072), (1576, 768, 768)]:
+                yield mm(M, K, N, dtype)
+                yield linear(M, K, N, dtype)
+                yield weight_grad(M, K, N, dtype)
+                yield _misaligned(M, K, dtype=dtype), torch.empty(K, N, dtype=dtype)
+                yield mm(M, K, N, dtype, batch=3)
+    gpus = (H200, H100, A100, dict(sm=90, num_sms=114))
+
+    def picks():
+        out = []
+        for precision in ("highest", "high"):
+            torch.set_float32_matmul_precision(precision)
+            for a, b in problems():
+                for gpu in gpus:
+                    for _ in range(2):
+                        e = explain_described(a, b, **gpu)
+                        out.append((e.kernel, e.details["split_k"], e.reason))
+        return out
+
+    previous = torch.get_float32_matmul_precision()
+    try:
+        torch.ops.tilelab._set_choice_cache(False)
+        fresh = picks()
+        assert torch.ops.tilelab._set_choice_cache(True) == 0  # off: nothing was kept
+        cached = picks()
+        assert torch.ops.tilelab._set_choice_cache(True) > 0  # on: the picks were kept (and are dropped now)
+    finally:
+        torch.set_float32_matmul_precision(previous)
+    assert len(cached) == len(fresh)
+    for i, (c, f) in enumerate(zip(cached, fresh)):
+        assert c == f, (i, c, f)
+    # The key tells these apart: alignment picks the tiny rule's gemv row, TF32 consent the TF32 rows.
+    aligned = explain_described(*mm(16, 16, 16), **H200).kernel
+    assert explain_described(_misaligned(16, 16), torch.empty(16, 16, dtype=BF16), **H200).kernel == "gemv_16x8"
+    assert aligned != "gemv_16x8" and explain_described(*mm(16, 16, 16), **H200).kernel == aligned
+
+
+def test_cached_picks_stand_aside_for_forced_splits(fresh_choices):
+    """_set_split_k and _set_split_reduce apply to a problem whose pick is cached, and the cached pick comes back
+    after them."""
+    a, b = weight_grad(3072, 12608, 768)
+    first = explain_described(a, b, **H200)
+    assert first.details["split_k"] == 2 and "added in the kernel" in first.reason, first
+    torch.ops.tilelab._set_split_k(3)
+    try:
+        assert explain_described(a, b, **H200).details["split_k"] == 3
+    finally:
+        torch.ops.tilelab._set_split_k(None)
+    torch.ops.tilelab._set_split_reduce("pass")
+    try:
+        assert "reduced by a second pass" in explain_described(a, b, **H200).reason
+    finally:
+        torch.ops.tilelab._set_split_reduce(None)
+    again = explain_described(a, b, **H200)
+    assert (again.kernel, again.details["split_k"], again.reason) == (first.kernel, 2, first.reason)
+
+
+@pytest.mark.gpu
+def test_cached_pick_follows_the_bias_layout(fresh_choices):
+    """One weight-gradient shape asked with a bias broadcast along rows (the TMA-store epilogue: the kernel adds
+    its 2 slices on 132 SMs), a bias per element and one per row of C (a second pass adds the slices: no TMA
+    store), then none: each call launches what its own pick says and matches float64, whichever came first."""
+    seed = fresh_seed()
+    M, K, N = 3072, 12608, 768
+    a = torch.randn(K, M, device="cuda", dtype=BF16).t()
+    b = torch.randn(K, N, device="cuda", dtype=BF16)
+    ref = a.double() @ b.double()
+    scale = (a.double().abs() @ b.double().abs()).norm()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    in_kernel = "added in the kernel" in tilelab_torch.explain(a, b).reason
+    assert in_kernel or sms != 132, tilelab_torch.explain(a, b)
+    biases = [torch.randn(N, device="cuda", dtype=BF16), torch.randn(M, N, device="cuda", dtype=BF16),
+              torch.randn(M, 1, device="cuda", dtype=BF16), None]
+    for _ in range(2):
+        for bias in biases:
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                got = (torch.ops.tilelab.tiled_mm(a, b) if bias is None else
+                       torch.ops.tilelab.tiled_addmm(bias, a, b))
+                torch.cuda.synchronize()
+            passes = [ev.name for ev in prof.events() if "split_reduce_kernel" in ev.name]
+            row_bias = bias is None or bias.dim() == 1
+            assert bool(passes) != (in_kernel and row_bias), (None if bias is None else bias.shape, passes)
+            want = ref if bias is None else ref + bias.double()
+            err = float((got.double() - want).norm() / scale)
+            assert err <= TOL[BF16], f"bias {None if bias is None else tuple(bias.shape)}: {err:.3g}, seed={seed}"

@@ -336,7 +336,77 @@ std::optional<Choice> tuned_choice(const GemmProblem& p, const DeviceInfo& d) {
   return t;
 }
 
+// ---- the choice cache: choose()'s result (row, split count, where the slices are added, reason) per problem,
+// so a model's repeated products skip the rules, the split search and the reason's strings: a few us a call on
+// the sub-wave products of small batches (the rules ran on every call before). ChoiceKey holds everything
+// choose() reads: the device, the sizes and dtype, the operands' layouts and alignment, C's alignment, TF32
+// consent, and what split_reduce_in_kernel asks of the epilogue (bias and its broadcast, the activation). A rule
+// that reads more of the problem adds it here (test_dispatch.py compares cached picks with fresh ones). Not
+// used while a testing hook forces the split count or the reduction.
+struct ChoiceKey {
+  int64_t M, N, K, batch;
+  int index, sm, num_sms;  // the device (index -1: a described GPU, known by these and its bandwidth)
+  double mem;
+  int dtype, act;
+  unsigned flags;
+  bool operator==(const ChoiceKey& o) const {
+    return M == o.M && N == o.N && K == o.K && batch == o.batch && index == o.index && sm == o.sm &&
+           num_sms == o.num_sms && mem == o.mem && dtype == o.dtype && act == o.act && flags == o.flags;
+  }
+};
+
+struct ChoiceKeyHash {
+  size_t operator()(const ChoiceKey& k) const {
+    size_t h = 0;
+    for (const int64_t v : {k.M, k.N, k.K, k.batch, int64_t{k.index}, int64_t{k.sm}, int64_t{k.num_sms},
+                            static_cast<int64_t>(k.mem), int64_t{k.dtype}, int64_t{k.act}, int64_t{k.flags}})
+      h = (h ^ std::hash<int64_t>{}(v)) * 0x100000001b3ULL;
+    return h;
+  }
+};
+
+ChoiceKey choice_key(const GemmProblem& p, const DeviceInfo& d) {
+  const unsigned flags = (p.a.k_contiguous ? 1u : 0u) | (p.b.k_contiguous ? 2u : 0u) |
+                         (rows_aligned16(p.a, p) && rows_aligned16(p.b, p) ? 4u : 0u) |
+                         (c_rows_aligned16(p) ? 8u : 0u) | (p.allow_tf32 ? 16u : 0u) |
+                         (p.bias != nullptr ? 32u : 0u) | (p.sbias_m == 0 ? 64u : 0u) |
+                         (p.partial != nullptr ? 128u : 0u);
+  return ChoiceKey{p.M, p.N, p.K, p.batch, d.index, d.sm, d.num_sms, d.mem_bytes_per_ns,
+                   static_cast<int>(p.dtype), static_cast<int>(p.act), flags};
+}
+
+// At most this many problems (a model runs tens); a full cache starts over.
+constexpr size_t kMaxChoices = 4096;
+std::mutex g_choices_mu;
+std::unordered_map<ChoiceKey, Choice, ChoiceKeyHash> g_choices;
+std::atomic<bool> g_choices_on{true};
+
+Choice cached_choose(const GemmProblem& p, const DeviceInfo& d) {
+  if (!g_choices_on.load(std::memory_order_relaxed) || g_split_override.load(std::memory_order_relaxed) != 0 ||
+      split_reduce_forced())
+    return choose(p, d);
+  const ChoiceKey key = choice_key(p, d);
+  {
+    std::lock_guard<std::mutex> lock(g_choices_mu);
+    const auto it = g_choices.find(key);
+    if (it != g_choices.end()) return it->second;
+  }
+  Choice ch = choose(p, d);
+  std::lock_guard<std::mutex> lock(g_choices_mu);
+  if (g_choices.size() >= kMaxChoices) g_choices.clear();
+  g_choices.emplace(key, ch);
+  return ch;
+}
+
 }  // namespace
+
+int64_t set_choice_cache(bool enabled) {
+  std::lock_guard<std::mutex> lock(g_choices_mu);
+  const auto held = static_cast<int64_t>(g_choices.size());
+  g_choices.clear();
+  g_choices_on.store(enabled);
+  return held;
+}
 
 void set_tuned(const std::string& key, TunedEntry entry) {
   const KernelConfig* c = find_config(entry.kernel);
@@ -955,7 +1025,7 @@ Choice select_kernel(const GemmProblem& p, const DeviceInfo& d, std::optional<st
     TORCH_CHECK(!tile.has_value(), "tilelab: tile=", tile.value_or(0), " needs a variant; pass variant= too (one of ",
                 valid_variants(), ")");
     if (std::optional<Choice> t = tuned_choice(p, d)) return with_splits(*t, p, d);
-    return choose(p, d);
+    return cached_choose(p, d);
   }
   const std::string v(*variant);
   // A full config name ("tiled_16x16x16") selects that row directly.

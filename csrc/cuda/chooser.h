@@ -46,6 +46,11 @@ void set_tuned(const std::string& key, TunedEntry entry);
 void clear_tuned();
 int64_t tuned_size();
 
+// The choice cache (chooser.cpp, ChoiceKey): the rules' pick is kept per problem and device, so a repeated
+// product skips the rules. Testing hook (torch.ops.tilelab._set_choice_cache): clears it and turns it on or off;
+// returns how many picks it held.
+int64_t set_choice_cache(bool enabled);
+
 // Testing hook (torch.ops.tilelab._set_split_k): a positive count forces that
 // many K slices (at most one per k-tile) on every row whose family splits K;
 // 0 restores the estimate.

@@ -31,7 +31,8 @@ void tune_set(c10::string_view key, c10::string_view kernel, double ms, c10::str
 }  // namespace
 
 // CUDA builds only. Testing hooks: force the split-K slice count (None: the
-// estimate) and where the slices are added ("kernel", "pass"; None: by cost);
+// estimate) and where the slices are added ("kernel", "pass"; None: by cost); clear the cache of picks and
+// turn it on or off;
 // the dispatcher's choice for a described GPU, on CPU tensors
 // (tilelab_torch.explain_described), and tiled_gated_linear's (explain_gated,
 // any device). The tune cache (tilelab_torch.tune / load_tuned): set an entry,
@@ -39,6 +40,7 @@ void tune_set(c10::string_view key, c10::string_view kernel, double ms, c10::str
 TORCH_LIBRARY_FRAGMENT(tilelab, m) {
   m.def("_set_split_k(int? splits) -> ()", &set_split_k);
   m.def("_set_split_reduce(str? how) -> ()", &set_split_reduce);
+  m.def("_set_choice_cache(bool enabled) -> int", &set_choice_cache);
   m.def("_explain_described(Tensor a, Tensor b, int sm, int num_sms, *, str? variant=None, int? tile=None, "
         "float? mem_gbps=None) -> str",
         &explain_described);

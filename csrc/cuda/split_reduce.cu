@@ -133,6 +133,8 @@ void set_split_reduce_override(const std::string& how) {
   g_reduce_override.store(how.empty() ? 0 : how == "kernel" ? 1 : 2);
 }
 
+bool split_reduce_forced() { return g_reduce_override.load(std::memory_order_relaxed) != 0; }
+
 at::Tensor fp32_workspace(int64_t floats) {
   return at::empty({floats}, at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, at::cuda::current_device()));
 }

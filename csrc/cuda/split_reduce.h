@@ -29,6 +29,8 @@ at::Tensor fp32_workspace(int64_t floats);
 // Testing hook (torch.ops.tilelab._set_split_reduce): "kernel" adds the slices in
 // the kernel wherever it can, "pass" always in the second pass, "" goes by cost.
 void set_split_reduce_override(const std::string& how);
+// Whether that hook forces either way (the chooser's cache stands aside then).
+bool split_reduce_forced();
 
 // Runs row's kernel on p.splits slices of K and adds them in order with p's
 // bias and activation into p.c: in the kernel where in_kernel (the chooser's
