@@ -55,6 +55,11 @@ constexpr int kTiled32 = row_index("tiled_32x32x32"), kTiled16 = row_index("tile
 int64_t tiles(const GemmProblem& p, int bm, int bn) {
   return ((p.M + bm - 1) / bm) * ((p.N + bn - 1) / bn) * p.batch;
 }
+// The same for the tiles of table row `row` (a rule comparing rows counts their own tiles).
+int64_t tiles(const GemmProblem& p, int row) { return tiles(p, kConfigs[row].bm, kConfigs[row].bn); }
+
+// Row c's k-tiles of p: the steps of its K loop.
+int64_t k_tiles(const KernelConfig& c, const GemmProblem& p) { return (p.K + c.bk - 1) / c.bk; }
 
 // Whether hopper row c reads only its own BN columns of B a stage: always with a k-contiguous B (one box of
 // BN rows); a row-major B is read in whole 64-column boxes, so a BN that is not a multiple of 64 (96) loads
@@ -166,7 +171,7 @@ int64_t blocks_per_sm(const KernelConfig& c, const GemmProblem& p, const DeviceI
 }
 
 double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, int64_t s) {
-  const int64_t bk = c.bk, kt = (p.K + bk - 1) / bk, per = (kt + s - 1) / s;
+  const int64_t bk = c.bk, kt = k_tiles(c, p), per = (kt + s - 1) / s;
   const int64_t blocks = tiles(p, c.bm, c.bn) * s;
   // An SM's blocks, run `together` at a time in `rounds` (in units of one block's time).
   const int64_t per_sm = (blocks + d.num_sms - 1) / d.num_sms;
@@ -216,7 +221,7 @@ int64_t estimated_splits(const KernelConfig& c, const GemmProblem& p, const Devi
   // est_ns sees s through its slices' length, per = ceil(kt / s), and for one length grows with s (more
   // blocks, more reduction): only the fewest slices of each length can win, so the search steps from length
   // to length (~2 sqrt(kt) of them; every s took ~80 us a call on fp32 64x65536x64, 4096 k-tiles of 16).
-  const int64_t kt = (p.K + c.bk - 1) / c.bk;
+  const int64_t kt = k_tiles(c, p);
   int64_t best = 1;
   double best_ns = est_ns(c, p, d, 1);
   for (int64_t s = 2; s <= cap;) {
@@ -231,7 +236,7 @@ int64_t estimated_splits(const KernelConfig& c, const GemmProblem& p, const Devi
 
 // The most slices of K for row c on p: one k-tile each, the grid's 65535 layers, the workspace cap.
 int64_t split_cap(const KernelConfig& c, const GemmProblem& p) {
-  const int64_t kt = (p.K + c.bk - 1) / c.bk;
+  const int64_t kt = k_tiles(c, p);
   const int64_t slab = p.batch * p.M * p.N * 4;
   return std::min<int64_t>({kt, 65535 / std::max<int64_t>(p.batch, 1), kMaxSlabBytes / std::max<int64_t>(slab, 1)});
 }
@@ -271,7 +276,7 @@ int64_t gemv_split_blocks(const KernelConfig& c, const GemmProblem& p) {
 int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, std::string& why, bool& in_kernel) {
   if (!family_splits_k(c.family) || p.dtype == c10::ScalarType::Double) return 1;
   const bool gemv = c.family == Family::GemvSplit;  // its own count (gemv_split_count), not est_ns's
-  const int64_t kt = (p.K + c.bk - 1) / c.bk;
+  const int64_t kt = k_tiles(c, p);
   const int64_t cap = split_cap(c, p);
   int64_t best = 1;
   const int64_t forced = g_split_override.load();
@@ -465,7 +470,7 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   const int64_t sms = d.num_sms;
   const bool half = is_half(p.dtype);
   const bool tf32 = p.dtype == c10::ScalarType::Float && p.allow_tf32;
-  const int64_t tiles256 = tiles(p, 128, 256), tiles128 = tiles(p, 128, 128);
+  const int64_t tiles256 = tiles(p, kHopper256), tiles128 = tiles(p, kHopper128);
   // A 256-wide tiling must not cover more than 25% more of C than a 128-wide one.
   const bool n_fits_256 = 4 * ((p.N + 255) / 256 * 256) <= 5 * ((p.N + 127) / 128 * 128);
   // Every row of both operands 16-byte aligned: what the vector loads, cp.async and TMA read in place.
@@ -534,7 +539,7 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
                                 "gemv_mma_16x32x64, 16x4096x14336 0.0321 vs 0.0361; cuBLAS 0.0303, 0.0305)");
       if (ch.cfg) return ch;
     }
-    if (gm_idles && tiles(p, 64, 64) <= sms) {
+    if (gm_idles && tiles(p, kHopperM64) <= sms) {
       ch = pick(kHopperM64, "sm_90, half precision, M <= 16 of x @ W.t() whose " + std::to_string(gm_tiles) +
                                 " gemv_mma tiles, in equal shares of whole tiles, leave a tenth of the SMs idle: "
                                 "64x64 wgmma tiles, fewer than the SMs, at their split count (H200, bf16, W cold, per "
@@ -631,7 +636,7 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   const KernelConfig& m64 = kConfigs[kHopperM64];
   const auto m64_k_ok = [&] { return p.K <= 2048 || estimated_splits(m64, p, d, split_cap(m64, p)) > 1; };
   if (half && p.a.k_contiguous && !p.b.k_contiguous && aligned && p.M <= 16) {
-    const int64_t t32 = tiles(p, 16, 32);
+    const int64_t t32 = tiles(p, kGemvMmaRowB);
     if (4 * t32 >= 3 * sms && t32 <= sms) {
       ch = pick(kGemvMmaRowB, "half precision, at most 16 rows, B row-major (x @ B), one wave of 32-column tiles: "
                               "swap-AB mma.sync streams B once (H100, bf16, per call under CUDA graphs, B cold in "
@@ -674,7 +679,7 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     const int64_t ksteps = (p.K + 63) / 64;
     // TF32 up to 64 rows over N >= 2048 (decoding a batch; the gemv rules took 2 to 4 rows): 64-row tiles, half
     // the MMAs of a 128-row tile that would compute zero rows, each at its best split count.
-    if (tf32_hopper && p.M <= 64 && p.N >= 2048 && tiles(p, 64, 128) <= 2 * sms) {
+    if (tf32_hopper && p.M <= 64 && p.N >= 2048 && tiles(p, kHopperTf32M64) <= 2 * sms) {
       ch = pick(kHopperTf32M64, "sm_90, TF32, at most 64 rows, N >= 2048: 64x128 tiles on one consumer warpgroup "
                                 "(H100, x @ W.t() per call under CUDA graphs, W cold in L2: 8x14336x4096 0.086 ms vs "
                                 "0.102 for hopper_tf32_128x128x32, 16x4096x14336 0.084 vs 0.095, 64x4096x4096 0.033 "
@@ -683,7 +688,7 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     }
     // 17 to 64 rows (decoding a batch): one 64-row tile high, so a 128-row tile would compute half or more of
     // zero rows and cover half as many SMs. Up to two waves of 64x64 tiles (measured up to 224 tiles).
-    if (half && p.M > 16 && p.M <= 64 && tiles(p, 64, 64) <= 2 * sms) {
+    if (half && p.M > 16 && p.M <= 64 && tiles(p, kHopperM64) <= 2 * sms) {
       ch = pick(kHopperM64, "sm_90, 17 to 64 rows: 64x64 tiles, one tile high, on up to two waves (H200, bf16, per "
                             "call under CUDA graphs: 64x4096x14336 0.035 ms vs 0.043 for hopper_128x128x64 and 0.040 "
                             "for hopper_m64_64x96x64, 64x14336x4096 0.036 vs 0.048, 32x4096x4096 0.013 vs 0.016)");
@@ -841,7 +846,7 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // and 128x64 at least 128 rows (a 64-wide stage of fewer rows carries too few bytes to keep an SM
     // streaming: bf16 32x4096x4096 0.030 ms unsplit against 0.024 for 128x128).
     // (64 rows took the 17-to-64-rows rule above: at M = 64 a wave of 128x64 tiles is one of 64x64.)
-    if (half && p.M >= 128 && p.M % 64 == 0 && p.N % 64 == 0 && tiles(p, 128, 64) <= sms) {
+    if (half && p.M >= 128 && p.M % 64 == 0 && p.N % 64 == 0 && tiles(p, kHopper64) <= sms) {
       const auto [row, est] = least({kHopperM64x96, kHopperM64, kHopper64, kHopper128});
       if (row != kHopper128) {
         ch = pick(row, "sm_90, fewer 128x64 tiles than SMs, M and N multiples of 64: the least estimated time, " + est +
@@ -858,9 +863,9 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // one box. Where 128x128 tiles fill a wave the wave rules below win (1576x768x2304: 0.0164 ms against 0.0130
     // for hopper_128x256x64). At least 1024 rows: below, it lost where it was measured (1000^3 0.0127 ms against
     // 0.0107 for 128x128, cause not established; 640x4096x1024 0.0209 against 0.0182 for hopper_128x64x64).
-    const int64_t tiles_swap = tiles(p, kConfigs[kHopperSwap].bm, kConfigs[kHopperSwap].bn);
+    const int64_t tiles_swap = tiles(p, kHopperSwap);
     if (half && p.a.k_contiguous && p.M >= 1024 && tiles128 < sms && tiles_swap <= sms &&
-        tiles_swap > tiles(p, 128, 96)) {
+        tiles_swap > tiles(p, kHopper96)) {
       ch = pick(kHopperSwap, "sm_90, fewer 128x128 tiles than SMs and a wave of 72x128 swap-AB tiles (" +
                                  std::to_string(tiles_swap) + " against " + std::to_string(tiles128) +
                                  "): more SMs at fewer bytes a k-step (H100, bf16, per call under CUDA graphs: dY @ W "
@@ -874,8 +879,8 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // tokens through fc2 and proj: 104 tiles of 128x96 against 78 of 128x128). Not for a row-major B
     // (reads_only_its_b; H200, dy @ W 1576x3072x768: 0.0178 to 0.0205 ms in two builds, against 0.0187 on
     // 128x128: no steady gain).
-    if (half && reads_only_its_b(kConfigs[kHopper96], p) && p.N % 96 == 0 && tiles(p, 128, 64) > sms &&
-        tiles128 < sms && tiles(p, 128, 96) <= sms) {
+    if (half && reads_only_its_b(kConfigs[kHopper96], p) && p.N % 96 == 0 && tiles(p, kHopper64) > sms &&
+        tiles128 < sms && tiles(p, kHopper96) <= sms) {
       ch = pick(kHopper96, "sm_90, fewer 128x128 tiles than SMs, a wave of 128x96 and a k-contiguous B (x @ W.t()): "
                            "more SMs stream the operands at fewer bytes a k-step (H200, bf16, per call under CUDA "
                            "graphs: 1576x3072x768 0.0163 ms vs 0.0189 for hopper_128x128x64, 1576x768x768 0.0065 vs "
@@ -974,7 +979,7 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   }
 
   // --- the textbook kernels, every dtype (fp64; fp32 before sm_80).
-  if (p.M % 32 == 0 && p.N % 32 == 0 && tiles(p, 32, 32) >= sms) {
+  if (p.M % 32 == 0 && p.N % 32 == 0 && tiles(p, kTiled32) >= sms) {
     ch = pick(kTiled32,
               "M and N multiples of 32 with at least one 32x32 tile per SM: the 32x32 tile halves global traffic "
               "against 16x16 (H200: 16.4 vs 16.9 ms at 4096^3 fp32)");
