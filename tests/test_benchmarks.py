@@ -314,3 +314,27 @@ def test_chooser_picks_argument_errors(argv, message, capsys):
     with pytest.raises(SystemExit):
         chooser_picks.main(argv)
     assert message in capsys.readouterr().err
+
+
+# ---- benchmarks/tools/dispatch_overhead.py: host cost per call
+import dispatch_overhead  # noqa: E402
+
+
+def test_dispatch_overhead_shape_arguments(capsys):
+    for bad in (["--shapes", "128,768"], ["--shapes", "128,x,768"], ["--shapes", "0,768,768"]):
+        with pytest.raises(SystemExit):
+            dispatch_overhead.main(bad)
+        assert "--shapes takes M,K,N" in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+def test_dispatch_overhead_shapes_with_and_without_the_cache(capsys):
+    """--shapes prints torch's and tilelab's host cost (cache of picks off and on) for each op, and leaves the
+    cache on."""
+    assert dispatch_overhead.main(["--dtypes", "bf16", "--families", "--calls", "5", "--shapes", "64,128,96",
+                                   "--shape-calls", "5"]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if "64x128x96" in ln]
+    assert len(lines) == 3 and all("cache off" in ln and ", on " in ln for ln in lines), lines
+    x = torch.empty(8, 40, device="cuda", dtype=torch.bfloat16)
+    tilelab_torch.explain(x, x.t())
+    assert torch.ops.tilelab._set_choice_cache(True) == 1  # left on: that pick was kept

@@ -11,8 +11,15 @@ around tiled_mm (the candidate between today's C++ rule and a Python one), and t
 with variant=NAME for every config of the selected families that runs here.
 Prints microseconds per call.
 
+--shapes M,K,N ... adds the host cost of x @ W.t() at those sizes, whose GPU time is not
+negligible: a sleep kernel first holds the GPU busy, so each loop of --shape-calls calls only
+queues work and its wall time is the host's (the least of 5 loops). Rows: torch.mm /
+F.linear against tiled_mm / tiled_linear, with and without an input that requires grad,
+tilelab's with its cache of picks on and off (torch.ops.tilelab._set_choice_cache).
+
     python3 benchmarks/tools/dispatch_overhead.py
     python3 benchmarks/tools/dispatch_overhead.py --dtypes bf16 --families hopper tensorcore --calls 5000
+    python3 benchmarks/tools/dispatch_overhead.py --dtypes bf16 --families --shapes 128,3072,768 128,2048,5632
 """
 from __future__ import annotations
 
@@ -56,6 +63,46 @@ def per_call_us(fn, calls: int) -> float:
     return (time.perf_counter() - t0) / calls * 1e6
 
 
+def host_us(fn, calls: int, rounds: int = 5) -> float:
+    """Host microseconds per call of fn with the GPU held busy (its queue never drains during a loop)."""
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(rounds):
+        torch.cuda._sleep(250_000 * calls)  # ~125 us of GPU time a call at H100/H200 clocks: longer than the loop
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / calls * 1e6)
+        torch.cuda.synchronize()
+    return best
+
+
+def shape_rows(dkey: str, shapes: list[tuple[int, int, int]], calls: int) -> None:
+    """--shapes: x @ W.t() at each M x K x N, torch's op against tilelab's with the cache of picks on / off."""
+    dtype, F = DTYPES[dkey], torch.nn.functional
+    tl, tm = torch.ops.tilelab.tiled_linear.default, torch.ops.tilelab.tiled_mm.default
+    for M, K, N in shapes:
+        x = torch.randn(M, K, device="cuda", dtype=dtype)
+        w = torch.randn(N, K, device="cuda", dtype=dtype)
+        bias = torch.randn(N, device="cuda", dtype=dtype)
+        xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
+        wt = w.t()
+        pairs = [("mm", lambda: torch.mm(x, wt), lambda: tm(x, wt)),
+                 ("linear + bias", lambda: F.linear(x, w, bias), lambda: tl(x, w, bias)),
+                 ("linear + bias, requires_grad", lambda: F.linear(xg, wg, bias), lambda: tl(xg, wg, bias))]
+        for what, torch_fn, tilelab_fn in pairs:
+            theirs = host_us(torch_fn, calls)
+            ours = {}
+            for on in (False, True):
+                torch.ops.tilelab._set_choice_cache(on)
+                ours[on] = host_us(tilelab_fn, calls)
+            torch.ops.tilelab._set_choice_cache(True)
+            print(f"{dkey:5s} {M}x{K}x{N} {what:30s} torch {theirs:6.1f}  tilelab: cache off {ours[False]:6.1f}, "
+                  f"on {ours[True]:6.1f}")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dtypes", nargs="+", default=["bf16", "fp32"], choices=sorted(DTYPES))
@@ -64,7 +111,16 @@ def main(argv=None) -> int:
     p.add_argument("--families", nargs="*", default=None,
                    help="families whose configs get a variant=NAME row (default: every family; "
                         "none: pass the flag without names)")
+    p.add_argument("--shapes", nargs="*", default=[], metavar="M,K,N",
+                   help="x @ W.t() sizes whose host cost to measure with the GPU held busy (see above)")
+    p.add_argument("--shape-calls", type=int, default=200, help="calls per timed loop of --shapes (default 200)")
     args = p.parse_args(argv)
+    try:
+        shapes = [tuple(int(v) for v in s.split(",")) for s in args.shapes]
+    except ValueError:
+        p.error(f"--shapes takes M,K,N integers, got {args.shapes}")
+    if any(len(s) != 3 or min(s) < 1 for s in shapes):
+        p.error(f"--shapes takes M,K,N with three positive integers, got {args.shapes}")
     if not torch.cuda.is_available():
         print("dispatch_overhead.py: no CUDA device", file=sys.stderr)
         return 2
@@ -116,6 +172,10 @@ def main(argv=None) -> int:
                 lambda name: lambda: torch.ops.tilelab.tiled_mm(a, b, variant=name))(k.name)
         for name, fn in rows.items():
             print(f"{dkey:5s} {name:60s} {per_call_us(fn, args.calls):8.1f}")
+    if shapes:
+        print(f"# host microseconds per call with the GPU held busy, least of 5 loops of {args.shape_calls}")
+        for dkey in args.dtypes:
+            shape_rows(dkey, shapes, args.shape_calls)
     return 0
 
 
