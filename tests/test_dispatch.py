@@ -798,3 +798,14 @@ def test_cached_pick_follows_the_bias_layout(fresh_choices):
             want = ref if bias is None else ref + bias.double()
             err = float((got.double() - want).norm() / scale)
             assert err <= TOL[BF16], f"bias {None if bias is None else tuple(bias.shape)}: {err:.3g}, seed={seed}"
+
+
+def test_choice_cache_is_bounded(fresh_choices):
+    """At most 4096 problems are kept: the 4097th starts the cache over."""
+    a = torch.empty(8, 64, dtype=BF16)
+    for n in range(8, 8 + 4096):
+        explain_described(a, torch.empty(64, n, dtype=BF16), **H200)
+    assert torch.ops.tilelab._set_choice_cache(True) == 4096
+    for n in range(8, 8 + 4097):
+        explain_described(a, torch.empty(64, n, dtype=BF16), **H200)
+    assert torch.ops.tilelab._set_choice_cache(True) == 1
