@@ -127,6 +127,21 @@ def _bench_once(fn: Callable[[], object], device: str, warmup_ms: int, rep_ms: i
     return statistics.median(times)
 
 
+def capture_graph(fn: Callable[[], object], warmup: int = 3) -> Callable[[], None]:
+    """Capture fn into a CUDA graph, after `warmup` calls on a side stream (one-time allocations and
+    attribute calls stay out of the graph); returns its replay."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
 def bench_graph(fn: Callable[[], object], rep_ms: int = 100) -> Optional[float]:
     """Median ms of CUDA-graph replay (launch overhead removed), or None."""
     try:

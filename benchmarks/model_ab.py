@@ -304,20 +304,6 @@ def make_step(m: Model, mode: str, x: Tensor, y: Tensor, opt) -> Callable[[], Te
     return step
 
 
-def capture(step: Callable[[], Tensor], warmup: int = 3) -> Callable[[], None]:
-    """Capture `step` into a CUDA graph (after warm-up on a side stream); returns its replay."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(warmup):
-            step()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        step()
-    return g.replay
-
-
 def first_line(e: Exception) -> str:
     return (str(e).strip().splitlines() or [""])[0][:200]
 
@@ -371,7 +357,7 @@ def measure(m: Model, routing: str, mode: str, graphs: bool, x: Tensor, y: Tenso
             args) -> float:
     """Median ms per step of the model under `routing`."""
     with routed_step(m, routing, mode, x, y, snapshot, args, capturable=graphs) as step:
-        fn = capture(step) if graphs else step
+        fn = common.capture_graph(step) if graphs else step
         del step
         try:
             return time_steps(fn, args.device, args.rep_ms, args.min_steps)

@@ -66,22 +66,14 @@ def parse_diff(lines) -> list[Moved]:
 
 def kernel_us(fn: Callable[[], object], calls: int, replays: int = 3) -> float:
     """µs of kernel time per call: CUPTI durations over a CUDA graph of fn (which makes `calls` calls)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm-up outside the graph: one-time allocations and attribute calls
-        fn()
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    graph.replay()
+    replay = common.capture_graph(fn, warmup=2)
+    replay()
     torch.cuda.synchronize()
     best = math.inf
     for _ in range(2):
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
             for _ in range(replays):
-                graph.replay()
+                replay()
             torch.cuda.synchronize()
         total = sum(e.device_time_total for e in prof.key_averages() if e.device_time_total > 0)
         best = min(best, total / replays / calls)

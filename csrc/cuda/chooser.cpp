@@ -55,8 +55,9 @@ constexpr int kTiled32 = row_index("tiled_32x32x32"), kTiled16 = row_index("tile
 int64_t tiles(const GemmProblem& p, int bm, int bn) {
   return ((p.M + bm - 1) / bm) * ((p.N + bn - 1) / bn) * p.batch;
 }
-// The same for the tiles of table row `row` (a rule comparing rows counts their own tiles).
-int64_t tiles(const GemmProblem& p, int row) { return tiles(p, kConfigs[row].bm, kConfigs[row].bn); }
+// The same for row c's tiles, or table row `row`'s (a rule comparing rows counts their own tiles).
+int64_t tiles(const GemmProblem& p, const KernelConfig& c) { return tiles(p, c.bm, c.bn); }
+int64_t tiles(const GemmProblem& p, int row) { return tiles(p, kConfigs[row]); }
 
 // Row c's k-tiles of p: the steps of its K loop.
 int64_t k_tiles(const KernelConfig& c, const GemmProblem& p) { return (p.K + c.bk - 1) / c.bk; }
@@ -167,12 +168,12 @@ double mma_flop_per_ns(const KernelConfig& c, c10::ScalarType dtype) {
 // graphs: 64x65536x64 in 256 slices 0.0241 ms vs 0.0208 in 128, x @ W.t() 8x768x1000 in 16 0.0065 vs 0.0062 in 8.)
 int64_t blocks_per_sm(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d) {
   const RowPace* r = row_pace(c);
-  return r != nullptr && r->together > 1 && 8 * tiles(p, c.bm, c.bn) >= d.num_sms ? r->together : 1;
+  return r != nullptr && r->together > 1 && 8 * tiles(p, c) >= d.num_sms ? r->together : 1;
 }
 
 double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, int64_t s) {
   const int64_t bk = c.bk, kt = k_tiles(c, p), per = (kt + s - 1) / s;
-  const int64_t blocks = tiles(p, c.bm, c.bn) * s;
+  const int64_t blocks = tiles(p, c) * s;
   // An SM's blocks, run `together` at a time in `rounds` (in units of one block's time).
   const int64_t per_sm = (blocks + d.num_sms - 1) / d.num_sms;
   const RowPace* measured = row_pace(c);
@@ -217,7 +218,7 @@ constexpr int64_t kSplitRounds = 4;
 int64_t estimated_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, int64_t cap) {
   const RowPace* r = row_pace(c);
   const int64_t per_sm = std::max(blocks_per_sm(c, p, d), r == nullptr ? int64_t{1} : r->resident);
-  cap = std::min<int64_t>(cap, kSplitRounds * d.num_sms * per_sm / std::max<int64_t>(tiles(p, c.bm, c.bn), 1));
+  cap = std::min<int64_t>(cap, kSplitRounds * d.num_sms * per_sm / std::max<int64_t>(tiles(p, c), 1));
   // est_ns sees s through its slices' length, per = ceil(kt / s), and for one length grows with s (more
   // blocks, more reduction): only the fewest slices of each length can win, so the search steps from length
   // to length (~2 sqrt(kt) of them; every s took ~80 us a call on fp32 64x65536x64, 4096 k-tiles of 16).
@@ -255,7 +256,7 @@ std::atomic<int64_t> g_split_override{0};
 // A row an SM holds one block of (32 rows) takes the most slices that still make one round (32x14336x4096: 4
 // slices, 128 blocks; 5 would be 160 blocks in two rounds).
 int64_t gemv_split_count(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, int64_t cap) {
-  const int64_t blocks = std::max<int64_t>(tiles(p, c.bm, c.bn), 1);
+  const int64_t blocks = std::max<int64_t>(tiles(p, c), 1);
   const int64_t per_sm = gemv_split_blocks_per_sm(c);
   const int64_t want = per_sm == 1 ? d.num_sms / blocks : (per_sm * d.num_sms + blocks - 1) / blocks;
   return std::max<int64_t>(1, std::min({want, cap, p.K / c.bk}));
@@ -267,7 +268,7 @@ int64_t gemv_split_count(const KernelConfig& c, const GemmProblem& p, const Devi
 // 0.018, cuBLAS 0.020). The rules ask for two blocks an SM for x @ W.t() (32x4096x1024's 256 blocks: 0.030 ms
 // vs 0.027 on blocked_64x128x8) and one for gemv_split_rowb (4x4096x4096's 256: 0.036 vs 0.067).
 int64_t gemv_split_blocks(const KernelConfig& c, const GemmProblem& p) {
-  return tiles(p, c.bm, c.bn) * std::max<int64_t>(p.K / c.bk, 1);
+  return tiles(p, c) * std::max<int64_t>(p.K / c.bk, 1);
 }
 
 // The split count for row c on p: the override, or the least estimated time
@@ -298,10 +299,10 @@ int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d
   if (forced > 0)
     os << "forced by _set_split_k";
   else if (gemv)
-    os << best * tiles(p, c.bm, c.bn) << " blocks, " << gemv_split_blocks_per_sm(c)
+    os << best * tiles(p, c) << " blocks, " << gemv_split_blocks_per_sm(c)
        << " an SM: their loads in flight stream B at memory speed";
   else {
-    const int64_t per_sm = blocks_per_sm(c, p, d), t = tiles(p, c.bm, c.bn);
+    const int64_t per_sm = blocks_per_sm(c, p, d), t = tiles(p, c);
     os << "estimated " << static_cast<int64_t>(est_ns(c, p, d, best) / 1000) << " us vs "
        << static_cast<int64_t>(est_ns(c, p, d, 1) / 1000) << " us unsplit: "
        << (per_sm > 1     ? "up to " + std::to_string(per_sm) + " blocks an SM"
@@ -528,8 +529,7 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // those: 128x128 in slices lost (4096x6144 18.8 / 19.5), and so did two rounds of 64x64 (4096x11008, 172
     // tiles: 29.9 against 26.0 / 29.0); 4096x11008's 86 tiles of 128x128, 65% of a wave, tied with gemv_mma
     // up to 8 rows (26.4 against 26.0-26.4) and won at 16 (26.8 against 29.0), which this rule leaves to it.
-    const KernelConfig& gm = kConfigs[kGemvMma];
-    const int64_t gm_tiles = tiles(p, gm.bm, gm.bn);
+    const int64_t gm_tiles = tiles(p, kGemvMma);
     const bool gm_idles = gm_tiles > sms && 10 * persistent_shares(gm_tiles, sms).blocks < 9 * sms;
     if (gm_idles && 6 * tiles128 >= 5 * sms && tiles128 <= sms) {
       ch = pick(kHopper128, "sm_90, half precision, M <= 16 of x @ W.t() whose " + std::to_string(gm_tiles) +
@@ -565,7 +565,7 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   const KernelConfig& m32 = kConfigs[kGemvSplitM32];
   const auto m32_round = [&] {
     const int64_t slices = gemv_split_count(m32, p, d, split_cap(m32, p));
-    return 10 * tiles(p, m32.bm, m32.bn) * slices >= 9 * d.num_sms && p.K / slices >= 2048;
+    return 10 * tiles(p, m32) * slices >= 9 * d.num_sms && p.K / slices >= 2048;
   };
   if (split_rows_ok && p.M > 16 && m32_round()) {
     ch = pick(kGemvSplitM32, "fp32, 17 to 32 rows with k-contiguous, 16-byte aligned operands (x @ W.t()), a round of "
@@ -726,7 +726,7 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // TF32 128x192): as fast at even outputs an SM (12608 x 2304 and x 3072 outputs), slower with more (4096^3:
     // 0.436 ms against 0.396, H100, mm).
     const KernelConfig& m192 = kConfigs[half ? kHopperM192 : kHopperTf32M192];
-    const int64_t t192 = tiles(p, m192.bm, m192.bn), r192 = (t192 + sms - 1) / sms;
+    const int64_t t192 = tiles(p, m192), r192 = (t192 + sms - 1) / sms;
     // Rows an SM computes, not stores: a 192-row tile over M = 128 computes 64 rows of zeros (H100, bf16, kernel
     // durations: 128x768x50256 0.0363 ms on it against 0.0344 for hopper_pingpong_128x128x64).
     const int64_t o192 = r192 * m192.bm * std::min<int64_t>(m192.bn, p.N);
