@@ -48,13 +48,48 @@ def test_pingpong_for_a_mostly_idle_256_wave(operands):
         e = explain_described(*operands(1576, 768, 3072), **H200)
         assert e.kernel == "hopper_pingpong_128x128x64" and "mostly idle" in e.reason, e
         assert "384 columns an SM with 128x128 vs 512" in e.reason, e
-    # Equal columns either way (234 tiles of 128x128, 117 of 128x256): 128x256 stays.
-    assert explain_described(*operands(1576, 768, 2304), **H200).kernel == "hopper_128x256x64"
+    # Equal columns either way (234 tiles of 128x128, 117 of 128x256), one wave of 128x256 over 12 k-steps:
+    # ping-pong, by the one-short-wave rule (the next test).
+    e = explain_described(*operands(1576, 768, 2304), **H200)
+    assert e.kernel == "hopper_pingpong_128x128x64" and "at most one wave" in e.reason, e
     # 3136 tokens into 3072 columns: 300 tiles of 128x256 are 2.27 waves, the last 27% full, 640 columns an SM
     # on 128x128 against 768: ping-pong for x @ W.t() over K <= 1024; 128x256 over longer K or other layouts.
     e = explain_described(*operands(3136, 768, 3072), **H100)
     assert e.kernel == ("hopper_pingpong_128x128x64" if operands is linear else "hopper_128x256x64"), e
     assert explain_described(*operands(1576, 2048, 6144), **H100).kernel == "hopper_128x256x64"
+
+
+def weight_grad(M, K, N, dtype=BF16):
+    """dW = dY^T @ X's operands: dY^T (M, K) a transposed view of dY (K, M), X (K, N) row-major."""
+    return torch.empty(K, M, dtype=dtype).t(), torch.empty(K, N, dtype=dtype)
+
+
+@pytest.mark.parametrize("operands,M,K,N,gpu", [
+    (linear, 1576, 768, 2304, H200),  # ViT-B/16's qkv at batch 8: 117 tiles of 128x256
+    (weight_grad, 2048, 128, 2048, H200),  # dW of 128 tokens through a 2048 x 2048 weight: 2 k-steps
+    (weight_grad, 4096, 64, 1024, H100),  # dW of a 64-row decode batch: 1 k-step
+    (mm, 4096, 768, 768, dict(sm=90, num_sms=114)),  # 96 tiles of 128x256 on 114 SMs (the 128x192 rule needs 132)
+])
+def test_pingpong_for_one_short_wave_of_256(operands, M, K, N, gpu):
+    """At most one wave of 128x256 tiles over at most 16 k-steps, and a wave of 128x128: each 128x256 block's
+    epilogue has nothing to hide under, ping-pong runs one warpgroup's under the other's MMAs."""
+    e = explain_described(*operands(M, K, N), **gpu)
+    assert e.kernel == "hopper_pingpong_128x128x64" and "at most one wave of 128x256" in e.reason, e
+    assert e.details["split_k"] == 1, e
+
+
+@pytest.mark.parametrize("operands,M,K,N", [
+    (linear, 1576, 1088, 2304),  # 17 k-steps
+    (weight_grad, 2048, 128, 5632),  # 352 tiles of 128x256: more than a wave
+    (linear, 1024, 768, 1024),  # 64 tiles of 128x128: not a wave
+])
+def test_one_short_wave_rule_bounds(operands, M, K, N):
+    """Past the rule's bounds (a longer K, more than a wave of 128x256, less than a wave of 128x128) other rules
+    keep the product."""
+    e = explain_described(*operands(M, K, N), **H200)
+    assert "at most one wave of 128x256" not in e.reason, e
+    # The H200's 128x192 rule comes first where its last wave is fuller (GPT-2's attention projection).
+    assert explain_described(*mm(4096, 768, 768), **H200).kernel == "hopper_128x192x64"
 
 
 @pytest.mark.parametrize("M,K,N,cols", [(1576, 768, 3072, 320), (1024, 768, 2304, 160)])

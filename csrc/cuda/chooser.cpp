@@ -793,6 +793,19 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
       ch = pick(kHopper192, why.str());
       if (ch.cfg) return ch;
     }
+    // At most one wave of 128x256 tiles over a short K (up to 16 k-steps) where 128x128 tiles fill a wave: each
+    // 128x256 block runs its few k-steps and then its whole epilogue, with nothing to hide it under; ping-pong's
+    // warpgroups take a 128x128 tile each, the first one's epilogue under the second one's MMAs. Measured on both
+    // layouts a model's training runs on such shapes (ViT-B/16's qkv at batch 8, the weight gradients of 128
+    // tokens through 2048 x 2048 weights), the same way on both GPUs.
+    if (half && ksteps <= 16 && tiles256 <= sms && tiles128 >= sms && w128 <= w256) {
+      ch = pick(kHopperPingPong, "sm_90, at most one wave of 128x256 tiles over at most 16 k-steps of 64, a wave of "
+                                 "128x128: ping-pong runs one warpgroup's epilogue under the other's MMAs (kernel "
+                                 "durations over a CUDA graph, W cold in L2, H200 / H100: x @ W.t() 1576x768x2304 "
+                                 "0.0114 / 0.0115 ms vs 0.0119 / 0.0119 for hopper_128x256x64, dY^T X 2048x128x2048 "
+                                 "0.0054 / 0.0057 vs 0.0059 / 0.0062; cuBLAS 0.0104 / 0.0105, 0.0052 / 0.0058)");
+      if (ch.cfg) return ch;
+    }
     // 128-wide tiles need at most 80% of the columns an SM computes with 128x256 ones, or, for x @ W.t() over
     // K <= 1024, no more where 128x256 tiles make under 3 waves, the last less than half full: that wave mostly
     // idle (1576 rows x N = 3072: 156 tiles, 1.18 waves; 3136 x 768 x 3072: 300 tiles, 2.27 waves, 640 columns
