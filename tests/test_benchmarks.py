@@ -277,6 +277,14 @@ def test_picks_ab_reads_a_diff_once_a_product(tmp_path, capsys):
         assert "needs a CUDA GPU" in capsys.readouterr().err
 
 
+def test_picks_ab_copies_of_b_are_bounded():
+    """B's copies hold --b-mb MB, at least 2 of them, and at most --max-copies: a weight gradient's B over a
+    one-row decode batch (1 x 1024 bf16, 2 KB) would otherwise be 81920 calls in one graph."""
+    big, tiny = torch.empty(4096, 4096, dtype=torch.bfloat16), torch.empty(1, 1024, dtype=torch.bfloat16)
+    assert picks_ab.copies_of(big, 160) == 5 and picks_ab.copies_of(big, 4) == 2
+    assert picks_ab.copies_of(tiny, 160) == picks_ab.MAX_COPIES and picks_ab.copies_of(tiny, 160, 1000) == 1000
+
+
 @pytest.mark.gpu
 @needs_dispatcher
 def test_picks_ab_times_both_picks_checked():

@@ -6,7 +6,9 @@ pick, each forced (variant and split count), timed beside cuBLAS in one process.
     python3 benchmarks/tools/picks_ab.py /tmp/moved.txt --out /tmp/moved.json
 
 Each problem is the bare product chooser_picks explained (no bias or activation), its operands in the
-layouts of chooser_picks.product_operands, B cold: copies of B, cycled, hold more than the L2 (--b-mb).
+layouts of chooser_picks.product_operands, B cold: copies of B, cycled, hold more than the L2 (--b-mb), up to
+--max-copies of them (a weight gradient's B over a decode batch is a few KB: past the L2 it would take tens of
+thousands of calls a graph, minutes to capture; at the cap such a B is read from L2).
 Every output is checked against float64 before it is timed. Times are the kernels' durations (CUPTI,
 through torch.profiler) over a CUDA graph of one call per copy, µs a call, the least of 3 replays' means;
 a split pick's second pass counts. A problem listed under several names (suites, ops with the same
@@ -80,7 +82,15 @@ def kernel_us(fn: Callable[[], object], calls: int, replays: int = 3) -> float:
     return best
 
 
-def measure(m: Moved, b_mb: int) -> dict:
+MAX_COPIES = 256
+
+
+def copies_of(b: torch.Tensor, b_mb: int, max_copies: int = MAX_COPIES) -> int:
+    """How many copies of B to cycle: enough to hold b_mb MB, at least 2, at most max_copies."""
+    return max(2, min(max_copies, -(-b_mb * 2**20 // (b.numel() * b.element_size()))))
+
+
+def measure(m: Moved, b_mb: int, max_copies: int = MAX_COPIES) -> dict:
     """The old pick, the new pick and cuBLAS on m, each verified against float64 first."""
     common.set_precision(m.dtype)
     dt = common.DTYPES[m.dtype]
@@ -90,7 +100,7 @@ def measure(m: Moved, b_mb: int) -> dict:
         return torch.randn(*shape, device="cuda", dtype=dt)
 
     a, b = chooser_picks.product_operands(m.op, m.product, B, M, K, N, make)
-    copies = max(2, -(-b_mb * 2**20 // (b.numel() * b.element_size())))
+    copies = copies_of(b, b_mb, max_copies)
     # B's copies in B's own layout (W.t() stays a transposed view), without remaking A for each
     bs = [b] + [torch.empty_strided(b.shape, b.stride(), dtype=dt, device="cuda").normal_() for _ in range(copies - 1)]
     ref = a.double() @ b.double()
@@ -127,6 +137,8 @@ def main(argv=None) -> int:
     p.add_argument("diff", help="chooser_picks.py --diff output")
     p.add_argument("--b-mb", type=int, default=160, help="MB of B copies cycled per problem (default 160: past "
                                                           "an H100's or H200's 50 MB L2)")
+    p.add_argument("--max-copies", type=int, default=MAX_COPIES,
+                   help=f"at most this many copies of B (default {MAX_COPIES}; each is a call of the graph)")
     p.add_argument("--limit", type=int, default=0, help="time only the first N problems (0: all)")
     p.add_argument("--out", help="write the rows and sums as JSON here")
     args = p.parse_args(argv)
@@ -143,7 +155,7 @@ def main(argv=None) -> int:
     rows = []
     try:
         for m in moved:
-            r = measure(m, args.b_mb)
+            r = measure(m, args.b_mb, args.max_copies)
             rows.append(r)
             print(f"{r['dtype']} {r['product']} {r['op']} {r['shape']}: old {r['old_kernel']} s{r['old_splits']} "
                   f"{r['old_us']:.2f}  new {r['new_kernel']} s{r['new_splits']} {r['new_us']:.2f}  cuBLAS "
