@@ -28,8 +28,10 @@ The attention products stay in torch's SDPA on both sides (swap replaces modules
 
 One row per model, dtype, mode, graphs, routing (the tilelab ones) and batch x seq:
 tilelab_per_s and cublas_per_s (tokens/s; images/s for vit), ratio =
-tilelab_per_s / cublas_per_s (> 1: tilelab faster), and max_abs_diff /
-bitwise_equal: the routing's logits against the untouched model's, eval forward,
+tilelab_per_s / cublas_per_s (> 1: tilelab faster), ratio_rounds (each round's own
+ratio: their spread, printed as `rounds` and drawn as whiskers by plot_models.py, is the
+run's noise; the small configs' eager steps are host-bound and their rounds can straddle
+1.0), and max_abs_diff / bitwise_equal: the routing's logits against the untouched model's, eval forward,
 same inputs. --breakdown adds, per model config, every unique GEMM of a forward
 (the routed modules' problems: M, K, N, op, the kernel tilelab_torch.explain picks),
 timed in isolation (act(F.linear) vs tiled_linear with the same bias and activation;
@@ -727,7 +729,8 @@ def config_rows(m: Model, dkey: str, batch: int, seq: Optional[int], x: Tensor, 
                 graph_opts: list[bool], args) -> Iterator[dict]:
     """The rows of one model config: per mode and graphs, `args.rounds` interleaved rounds of cuBLAS
     then each tilelab routing (why: the module docstring), each routing's time the median of its
-    rounds; `*_ms_rounds` keep every round's time. A routing that fails in any round has no time."""
+    rounds; `*_ms_rounds` keep every round's time, `ratio_rounds` each round's ratio. A routing that fails in
+    any round has no time."""
     check = logit_check(m, x)
     per_step = batch * (seq or 1)
     for mode in args.modes:
@@ -754,7 +757,17 @@ def config_rows(m: Model, dkey: str, batch: int, seq: Optional[int], x: Tensor, 
                        "cublas_per_s": per_step / c * 1e3 if c else None,
                        "ratio": c / t if (c and t) else None, **chk, "note": note,
                        "unit": m.unit, "name": m.name, "tilelab_ms": t, "cublas_ms": c,
-                       "tilelab_ms_rounds": times[r], "cublas_ms_rounds": times["cublas"]}
+                       "tilelab_ms_rounds": times[r], "cublas_ms_rounds": times["cublas"],
+                       "ratio_rounds": round_ratios(times["cublas"], times[r])}
+
+
+def round_ratios(cublas_ms: list[float], tilelab_ms: list[float]) -> Optional[list[float]]:
+    """Each round's ratio, cuBLAS's time over the routing's in that round (measured minutes apart at most),
+    or None if a side has no time in some round. Their spread is the run's own noise: the eager steps of the
+    small configs are host-bound, and one run's rounds have read 0.78 to 1.15 for one row."""
+    if not cublas_ms or len(cublas_ms) != len(tilelab_ms):
+        return None
+    return [c / t for c, t in zip(cublas_ms, tilelab_ms)]
 
 
 def parse_configs(specs: list[str]) -> dict:
@@ -778,11 +791,19 @@ def out_path(out: str) -> str:
     return os.path.join(out, "models.json") if os.path.isdir(out) or not out.endswith(".json") else out
 
 
+def rounds_span(row: dict) -> Optional[str]:
+    """'lo-hi' of a row's per-round ratios (ratio_rounds), for the printed table."""
+    rr = row.get("ratio_rounds")
+    return f"{min(rr):.2f}-{max(rr):.2f}" if rr else None
+
+
 def print_rows(rows: list[dict]) -> None:
+    rows = [{**r, "rounds_span": rounds_span(r)} for r in rows]
     common.print_table(rows, [
         ("model", "model", ""), ("dtype", "dtype", ""), ("mode", "mode", ""), ("graphs", "graphs", ""),
         ("routing", "routing", ""), ("B", "batch", ""), ("T", "seq", ""), ("tilelab/s", "tilelab_per_s", ".4g"),
-        ("cuBLAS/s", "cublas_per_s", ".4g"), ("ratio", "ratio", ".3f"), ("max|dlogit|", "max_abs_diff", ".3g"),
+        ("cuBLAS/s", "cublas_per_s", ".4g"), ("ratio", "ratio", ".3f"), ("rounds", "rounds_span", ""),
+        ("max|dlogit|", "max_abs_diff", ".3g"),
         ("bitwise", "bitwise_equal", ""), ("note", "note", "")])
 
 

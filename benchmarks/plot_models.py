@@ -2,7 +2,9 @@
 """Bar chart of benchmarks/model_ab.py's JSON: tilelab/cuBLAS throughput ratio per model
 config and mode, one bar per routing, a line at 1.0 (above it tilelab is faster).
 One panel per dtype (rows) and eager / CUDA graphs (columns); a routing whose
-measurement failed is marked "failed" instead of a bar.
+measurement failed is marked "failed" instead of a bar. A whisker spans the row's
+per-round ratios (`ratio_rounds`, or its `*_ms_rounds` in files written before that key):
+the run's own noise, wide on the host-bound eager steps of the small configs.
 
 Examples:
     python benchmarks/plot_models.py                              # out/models.json -> out/models.png
@@ -28,6 +30,16 @@ def load(path: str) -> dict:
     return data
 
 
+def round_ratios(row: dict) -> Optional[list[float]]:
+    """The row's per-round ratios: `ratio_rounds`, else cuBLAS's time over tilelab's in each round, else None."""
+    if row.get("ratio_rounds"):
+        return row["ratio_rounds"]
+    c, t = row.get("cublas_ms_rounds"), row.get("tilelab_ms_rounds")
+    if c and t and len(c) == len(t) and all(c) and all(t):
+        return [a / b for a, b in zip(c, t)]
+    return None
+
+
 def plot(data: dict, out: str) -> str:
     """Write the chart of data["rows"] to `out` (PNG); returns the path."""
     try:
@@ -47,12 +59,13 @@ def plot(data: dict, out: str) -> str:
     width = 0.8 / len(routings)
     fig, axes = plt.subplots(len(dtypes), len(graphs), squeeze=False, sharey=True,
                              figsize=(max(6.0, 0.75 * len(groups) * len(graphs) + 2), 3.6 * len(dtypes)))
-    top = max([r["ratio"] for r in rows if r.get("ratio")] + [1.0]) * 1.15
+    top = max([r["ratio"] for r in rows if r.get("ratio")] + [max(round_ratios(r) or [0]) for r in rows]
+              + [1.0]) * 1.15
     for i, dt in enumerate(dtypes):
         for j, gr in enumerate(graphs):
             ax = axes[i][j]
             for k, rt in enumerate(routings):
-                xs, ys, failed = [], [], []
+                xs, ys, failed, spans = [], [], [], []
                 for g, (model, b, s, mode) in enumerate(groups):
                     r = next((r for r in rows if (r["dtype"], r["graphs"], r["routing"], r["model"], r["batch"],
                                                   r["seq"], r["mode"]) == (dt, gr, rt, model, b, s, mode)), None)
@@ -64,8 +77,13 @@ def plot(data: dict, out: str) -> str:
                     else:
                         xs.append(x)
                         ys.append(r["ratio"])
+                        rr = round_ratios(r)
+                        spans.append((r["ratio"] - min(rr), max(rr) - r["ratio"]) if rr else (0.0, 0.0))
                 bars = ax.bar(xs, ys, width, label=rt, color=f"C{k}")
                 ax.bar_label(bars, fmt="%.2f", fontsize=6, padding=1)
+                if any(lo or hi for lo, hi in spans):
+                    ax.errorbar(xs, ys, yerr=[[max(lo, 0.0) for lo, _ in spans], [max(hi, 0.0) for _, hi in spans]],
+                                fmt="none", ecolor="black", elinewidth=0.6, capsize=1.5)
                 for x in failed:
                     ax.text(x, 0.05, "failed", rotation=90, ha="center", va="bottom", fontsize=7, color=f"C{k}")
             ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")

@@ -67,6 +67,9 @@ def check_rows(rows, models, dtypes, modes, graphs):
         assert len(r["tilelab_ms_rounds"]) == len(r["cublas_ms_rounds"]) == 2, where
         assert r["tilelab_ms"] == statistics.median(r["tilelab_ms_rounds"]), where
         assert r["cublas_ms"] == statistics.median(r["cublas_ms_rounds"]), where
+        # each round's own ratio, its times paired in order
+        assert r["ratio_rounds"] == [c / t for c, t in zip(r["cublas_ms_rounds"], r["tilelab_ms_rounds"])], where
+        assert min(r["ratio_rounds"]) > 0, where
 
 
 @pytest.mark.skipif(not AVAILABLE, reason="needs transformers or timm")
@@ -276,11 +279,15 @@ def test_plot(tmp_path):
     rows = [{"model": m, "dtype": d, "mode": "forward", "graphs": g, "routing": r, "batch": 2, "seq": 16,
              "ratio": None if (m, g) == ("vit", True) else 0.9} for m in ("gpt2", "vit") for d in ("bf16", "fp32")
             for g in (False, True) for r in model_ab.ROUTINGS[1:]]
+    rows[0]["ratio_rounds"] = [0.7, 0.9, 1.3]  # whiskers from the rounds' ratios...
+    rows[1].update(cublas_ms_rounds=[1.0, 2.0], tilelab_ms_rounds=[2.0, 2.0])  # ...or from a file's times
     src = tmp_path / "models.json"
     src.write_text(json.dumps({"header": {"gpu": "test"}, "rows": rows}))
     assert plot_models.main([str(src)]) == 0
     png = tmp_path / "models.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert plot_models.round_ratios(rows[0]) == [0.7, 0.9, 1.3]
+    assert plot_models.round_ratios(rows[1]) == [0.5, 1.0] and plot_models.round_ratios(rows[2]) is None
     with pytest.raises(SystemExit, match="not a model_ab.py result"):
         src.write_text("[]")
         plot_models.main([str(src)])
