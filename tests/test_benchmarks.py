@@ -300,6 +300,55 @@ def test_picks_ab_times_both_picks_checked():
     assert "forced" not in tilelab_torch.explain(x, w.t(), variant="hopper_m64_64x64x64").reason
 
 
+import rows_ab  # noqa: E402
+
+
+def test_rows_ab_reads_a_listing_once_a_product(tmp_path, capsys):
+    """rows_ab.py takes chooser_picks.py's listing lines (with or without the pick after the shape), each
+    product once; a line of another form is an error, not a skipped problem."""
+    lines = ["transformer vit.qkv linear bf16 fwd 1x1576x768x2304 hopper_128x256x64 s1",
+             "skinny vit.qkv linear_nobias bf16 fwd 1x1576x768x2304",
+             "# a comment", "",
+             "transformer vit.qkv linear bf16 dW 1x2304x1576x768 hopper_128x128x64 s1"]
+    got = rows_ab.parse_listing(lines)
+    assert got == [rows_ab.Listed("bf16", "fwd", "linear", (1, 1576, 768, 2304)),
+                   rows_ab.Listed("bf16", "dW", "linear", (1, 2304, 1576, 768))]
+    with pytest.raises(ValueError, match="not a chooser_picks.py problem"):
+        rows_ab.parse_listing(["a b linear bf17 fwd 1x2x3x4"])
+    empty = tmp_path / "empty.txt"
+    empty.write_text("# nothing\n")
+    assert rows_ab.main([str(empty)]) == 1 and "no problems" in capsys.readouterr().err
+
+
+@needs_dispatcher
+def test_rows_ab_candidates():
+    """The rows tried: the families asked for, the dtype's, TF32 rows only for tf32."""
+    half = rows_ab.candidates("bf16", ["hopper"])
+    assert "hopper_128x256x64" in half and "hopper_swap_72x128x64" in half
+    assert not any("tf32" in k for k in half)
+    assert "hopper_tf32_128x256x32" in rows_ab.candidates("tf32", ["hopper"])
+    assert "hopper_tf32_128x256x32" not in rows_ab.candidates("fp32", ["hopper"])
+    assert set(rows_ab.candidates("fp32", ["blocked"])) == {
+        k.name for k in tilelab_torch.kernels("cuda") if k.family == "blocked" and k.compiled}
+
+
+@pytest.mark.gpu
+@needs_dispatcher
+def test_rows_ab_times_every_row_checked():
+    """measure() tries each row at each split count it takes (a family without split-K only unsplit), checks
+    each against float64, times it beside cuBLAS and the dispatcher's pick; the split hook is put back."""
+    p = rows_ab.Listed("bf16", "fwd", "linear", (1, 64, 1024, 512))
+    r = rows_ab.measure(p, ["hopper_m64_64x64x64", "gemv_mma_16x32x64"], [1, 2], b_mb=4, max_copies=8)
+    tried = {(x["kernel"], x["splits"]) for x in r["rows"]}
+    assert ("hopper_m64_64x64x64", 1) in tried and ("hopper_m64_64x64x64", 2) in tried
+    assert all(x["us"] > 0 and x["rel_err"] < 1e-2 for x in r["rows"])
+    assert r["cublas_us"] > 0 and r["pick_us"] > 0 and r["pick_kernel"]
+    x = torch.empty(64, 1024, device="cuda", dtype=torch.bfloat16)
+    w = torch.empty(512, 1024, device="cuda", dtype=torch.bfloat16)
+    assert "forced" not in tilelab_torch.explain(x, w.t(), variant="hopper_m64_64x64x64").reason
+    assert "pick" in rows_ab.summary(r) and "cuBLAS" in rows_ab.summary(r)
+
+
 def test_chooser_picks_diff(tmp_path, capsys):
     old, new = tmp_path / "old.txt", tmp_path / "new.txt"
     old.write_text("s a linear bf16 fwd 1x16x4096x4096 gemv_mma_16x32x64 s1\n"

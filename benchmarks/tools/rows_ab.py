@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""Every row of the table at each split count on the problems of a chooser_picks.py listing, timed beside
+the dispatcher's own pick and cuBLAS: the oracle a chooser rule is checked against.
+
+    python3 benchmarks/tools/chooser_picks.py --training --out /tmp/picks.txt
+    grep ' bf16 .* 1x1576x' /tmp/picks.txt > /tmp/vit8.txt       # ViT-B/16 at batch 8's products, say
+    python3 benchmarks/tools/rows_ab.py /tmp/vit8.txt --out /tmp/rows.json
+
+Each problem is the bare product the listing names (no bias or activation), its operands in the layouts of
+chooser_picks.product_operands, B cold as picks_ab.py makes it (copies cycled past the L2, up to
+--max-copies). Every row of the listed families that runs the problem (tilelab_torch.explain accepts it
+forced) is tried at each --splits count the row takes (the split hook sets it; a count the row clamps is
+skipped), checked against float64 (a row out of tolerance is listed, not timed) and timed as picks_ab.py
+times: kernel durations (CUPTI) over a CUDA graph of one call per copy, µs a call, a second pass included.
+Prints a line a problem: cuBLAS, the dispatcher's pick and the fastest rows; --out writes every
+measurement as JSON. A problem listed under several names is timed once.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import NamedTuple
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import chooser_picks  # noqa: E402  (puts the repository and benchmarks/ on sys.path)
+import common  # noqa: E402
+import picks_ab  # noqa: E402
+import tilelab_torch  # noqa: E402
+
+# The textbook families (one thread an output, no tensor cores) only where asked for: on model-sized products
+# they take milliseconds a call and never win.
+DEFAULT_FAMILIES = ("hopper", "tensorcore", "blocked", "gemv", "gemv_mma", "gemv_split")
+
+
+class Listed(NamedTuple):
+    """One problem of a chooser_picks.py listing: dtype, product (fwd/dX/dW), the op whose layout a fwd
+    product has, and B x M x K x N."""
+    dtype: str
+    product: str
+    op: str
+    shape: tuple[int, int, int, int]
+
+
+def parse_listing(lines) -> list[Listed]:
+    """The problems of chooser_picks.py listing lines ('<suite> <name> <op> <dtype> <product> <B>x<M>x<K>x<N>'
+    and anything after), each product once (the first name's); blank and '#' lines are skipped."""
+    out, seen = [], set()
+    for line in lines:
+        words = line.split()
+        if len(words) < 6 or line.lstrip().startswith("#"):
+            continue
+        _suite, _name, op, dtype, product, shape = words[:6]
+        if dtype not in common.DTYPES or product not in ("fwd", "dX", "dW"):
+            raise ValueError(f"not a chooser_picks.py problem: {line.strip()!r}")
+        dims = tuple(int(v) for v in shape.split("x"))
+        layout = ("linear" if op in chooser_picks.LINEAR_OPS else op) if product == "fwd" else ""
+        if (dtype, product, layout, dims) in seen:
+            continue
+        seen.add((dtype, product, layout, dims))
+        out.append(Listed(dtype, product, op, dims))
+    return out
+
+
+def candidates(dtype: str, families: list[str]) -> list[str]:
+    """The compiled CUDA rows of those families that take the dtype (fp32's TF32 rows only for tf32)."""
+    dt = common.DTYPES[dtype]
+    return [k.name for k in tilelab_torch.kernels("cuda")
+            if k.compiled and k.family in families and dt in k.dtypes and (not k.tf32 or dtype == "tf32")]
+
+
+def measure(p: Listed, rows: list[str], splits: list[int], b_mb: int, max_copies: int) -> dict:
+    """cuBLAS, the dispatcher's pick and every row x split count that runs p, each checked first."""
+    common.set_precision(p.dtype)
+    dt = common.DTYPES[p.dtype]
+    B, M, K, N = p.shape
+
+    def make(*shape):
+        return torch.randn(*shape, device="cuda", dtype=dt)
+
+    a, b = chooser_picks.product_operands(p.op, p.product, B, M, K, N, make)
+    bs = [b] + [torch.empty_strided(b.shape, b.stride(), dtype=dt, device="cuda").normal_()
+                for _ in range(picks_ab.copies_of(b, b_mb, max_copies) - 1)]
+    ref = a.double() @ b.double()
+    tiled = tilelab_torch.tiled_bmm if a.dim() == 3 else tilelab_torch.tiled_mm
+    torch_op = torch.bmm if a.dim() == 3 else torch.mm
+
+    def timed(variant=None):
+        def calls():
+            for x in bs:
+                tiled(a, x, variant=variant)
+        return picks_ab.kernel_us(calls, len(bs))
+
+    def cublas():
+        for x in bs:
+            torch_op(a, x)
+
+    pick = tilelab_torch.explain(a, b)
+    row = {"dtype": p.dtype, "product": p.product, "op": p.op, "shape": "x".join(map(str, p.shape)),
+           "cublas_us": picks_ab.kernel_us(cublas, len(bs)), "pick_kernel": pick.kernel,
+           "pick_splits": pick.details.get("split_k", 1), "pick_us": timed(), "rows": []}
+    for name in rows:
+        for s in splits:
+            torch.ops.tilelab._set_split_k(s)
+            try:
+                try:
+                    got = tilelab_torch.explain(a, b, variant=name).details.get("split_k", 1)
+                except RuntimeError:  # the row cannot run this problem here (its reason says why)
+                    break
+                if got != s:  # the row clamps this count (one k-tile a slice, or no split-K at all)
+                    continue
+                err = common.rel_err(tiled(a, b, variant=name), ref)
+                ok = common.status(err, p.dtype) == "OK"
+                row["rows"].append({"kernel": name, "splits": s, "rel_err": err, "us": timed(name) if ok else None})
+            finally:
+                torch.ops.tilelab._set_split_k(0)
+    return row
+
+
+def summary(row: dict, top: int = 4) -> str:
+    timed = sorted((r for r in row["rows"] if r["us"] is not None), key=lambda r: r["us"])
+    best = ", ".join(f"{r['kernel']} s{r['splits']} {r['us']:.2f}" for r in timed[:top])
+    bad = [f"{r['kernel']} s{r['splits']}" for r in row["rows"] if r["us"] is None]
+    return (f"{row['dtype']} {row['product']} {row['op']} {row['shape']}: cuBLAS {row['cublas_us']:.2f}  pick "
+            f"{row['pick_kernel']} s{row['pick_splits']} {row['pick_us']:.2f}  fastest {best or '-'} us"
+            + (f"  (out of tolerance: {', '.join(bad)})" if bad else ""))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("listing", help="chooser_picks.py output (or lines in its form), one problem a line")
+    p.add_argument("--families", nargs="+", default=list(DEFAULT_FAMILIES),
+                   help=f"the families whose rows are tried (default: {' '.join(DEFAULT_FAMILIES)})")
+    p.add_argument("--splits", nargs="+", type=int, default=[1, 2, 3, 4],
+                   help="split counts to try each row at (default 1 2 3 4)")
+    p.add_argument("--b-mb", type=int, default=160, help="MB of B copies cycled per problem (picks_ab.py's)")
+    p.add_argument("--max-copies", type=int, default=picks_ab.MAX_COPIES, help="at most this many copies of B")
+    p.add_argument("--out", help="write every measurement as JSON here")
+    args = p.parse_args(argv)
+    with open(args.listing) as f:
+        listed = parse_listing(f)
+    if not listed:
+        print(f"{args.listing}: no problems (chooser_picks.py listing lines)", file=sys.stderr)
+        return 1
+    if any(s < 1 for s in args.splits):
+        p.error("--splits: counts of at least 1")
+    if not torch.cuda.is_available():
+        p.error("needs a CUDA GPU (the rows run there)")
+    old_precision = torch.get_float32_matmul_precision()
+    out = []
+    try:
+        for prob in listed:
+            r = measure(prob, candidates(prob.dtype, args.families), args.splits, args.b_mb, args.max_copies)
+            out.append(r)
+            print(summary(r), flush=True)
+    finally:
+        torch.set_float32_matmul_precision(old_precision)
+    near = sum(r["pick_us"] <= 1.03 * min([x["us"] for x in r["rows"] if x["us"]] or [r["pick_us"]]) for r in out)
+    print(f"{len(out)} problems: the pick within 3% of the fastest row on {near}")
+    if args.out:
+        common.write_json(args.out, {"meta": common.metadata("cuda", "highest (fp32 rows) / high (tf32 rows)"),
+                                     "rows": out})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
