@@ -320,6 +320,36 @@ def test_rows_ab_reads_a_listing_once_a_product(tmp_path, capsys):
     assert rows_ab.main([str(empty)]) == 1 and "no problems" in capsys.readouterr().err
 
 
+def test_rows_ab_takes_a_models_breakdown(tmp_path, capsys):
+    """--models: each GEMM of a model_ab.py --breakdown file as the three products autograd runs, in their
+    layouts: an nn.Linear's x @ W.t(), dY @ W, dY^T X; a Conv1D's x @ W, dY @ W.t() (x @ W.t()'s layout), X^T dY."""
+    data = {"breakdown": [{"model": "m", "dtype": "bf16", "problems": [
+        {"M": 64, "K": 256, "N": 512, "weight_layout": "NxK (Linear)", "modules": ["fc"]},
+        {"M": 64, "K": 128, "N": 384, "weight_layout": "KxN (Conv1D)", "modules": ["c_attn"]},
+        {"M": 64, "K": 256, "N": 512, "weight_layout": "NxK (Linear)", "modules": ["fc2"]}]}]}
+    got = rows_ab.listing_from_models(data)
+    assert got == [rows_ab.Listed("bf16", "fwd", "linear", (1, 64, 256, 512)),
+                   rows_ab.Listed("bf16", "dX", "linear", (1, 64, 512, 256)),
+                   rows_ab.Listed("bf16", "dW", "linear", (1, 512, 64, 256)),
+                   rows_ab.Listed("bf16", "fwd", "mm", (1, 64, 128, 384)),
+                   rows_ab.Listed("bf16", "fwd", "linear", (1, 64, 384, 128)),
+                   rows_ab.Listed("bf16", "dW", "linear", (1, 128, 64, 384))]  # the second Linear: the same three
+    # the Conv1D's products, made as rows_ab makes them, are autograd's: dY @ W.t() and X^T @ dY
+    make = lambda *shape: torch.empty(*shape)  # noqa: E731
+    a, b = chooser_picks.product_operands("linear", "fwd", 1, 64, 384, 128, make)
+    w = torch.empty(128, 384)  # Conv1D's W (K, N)
+    assert (b.shape, b.stride()) == (w.t().shape, w.t().stride())
+    a, b = chooser_picks.product_operands("linear", "dW", 1, 128, 64, 384, make)
+    x = torch.empty(64, 128)
+    assert (a.shape, a.stride(), b.shape) == (x.t().shape, x.t().stride(), (64, 384))
+    src = tmp_path / "models.json"
+    src.write_text(json.dumps({"breakdown": []}))
+    assert rows_ab.main(["--models", str(src)]) == 1 and "no problems" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        rows_ab.main([str(src), "--models", str(src)])
+    assert "one of them" in capsys.readouterr().err
+
+
 @needs_dispatcher
 def test_rows_ab_candidates():
     """The rows tried: the families asked for, the dtype's, TF32 rows only for tf32."""

@@ -5,6 +5,7 @@ the dispatcher's own pick and cuBLAS: the oracle a chooser rule is checked again
     python3 benchmarks/tools/chooser_picks.py --training --out /tmp/picks.txt
     grep ' bf16 .* 1x1576x' /tmp/picks.txt > /tmp/vit8.txt       # ViT-B/16 at batch 8's products, say
     python3 benchmarks/tools/rows_ab.py /tmp/vit8.txt --out /tmp/rows.json
+    python3 benchmarks/tools/rows_ab.py --models benchmarks/results/h200/models.json   # every model product
 
 Each problem is the bare product the listing names (no bias or activation), its operands in the layouts of
 chooser_picks.product_operands, B cold as picks_ab.py makes it (copies cycled past the L2, up to
@@ -12,12 +13,15 @@ chooser_picks.product_operands, B cold as picks_ab.py makes it (copies cycled pa
 forced) is tried at each --splits count the row takes (the split hook sets it; a count the row clamps is
 skipped), checked against float64 (a row out of tolerance is listed, not timed) and timed as picks_ab.py
 times: kernel durations (CUPTI) over a CUDA graph of one call per copy, µs a call, a second pass included.
-Prints a line a problem: cuBLAS, the dispatcher's pick and the fastest rows; --out writes every
+--models takes the problems from a model_ab.py --breakdown file instead: each GEMM of each model config, its
+forward, dX and dW products in the layouts autograd gives them (an nn.Linear's x @ W.t(), dY @ W and dY^T X;
+a Conv1D's x @ W, dY @ W.t() and X^T dY). Prints a line a problem: cuBLAS, the dispatcher's pick and the fastest rows; --out writes every
 measurement as JSON. A problem listed under several names is timed once.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from typing import NamedTuple
@@ -62,6 +66,23 @@ def parse_listing(lines) -> list[Listed]:
         seen.add((dtype, product, layout, dims))
         out.append(Listed(dtype, product, op, dims))
     return out
+
+
+def listing_from_models(data: dict) -> list[Listed]:
+    """The products of a model_ab.py --breakdown file's GEMMs, each once: forward, dX and dW of every
+    problem of every model config, in the layouts they run in (an nn.Linear's weight is (N, K), a Conv1D's
+    (K, N), which makes its dX an x @ W.t() product)."""
+    lines = []
+    for entry in data.get("breakdown", []):
+        for q in entry.get("problems", []):
+            M, K, N, conv = q["M"], q["K"], q["N"], q["weight_layout"].startswith("KxN")
+            where = f"{entry['model']} {q['modules'][0] if q.get('modules') else '-'}"
+            lines += [f"{where} {'mm' if conv else 'linear'} {entry['dtype']} fwd 1x{M}x{K}x{N}",
+                      f"{where} linear {entry['dtype']} fwd 1x{M}x{N}x{K}" if conv
+                      else f"{where} linear {entry['dtype']} dX 1x{M}x{N}x{K}",
+                      f"{where} linear {entry['dtype']} dW 1x{K}x{M}x{N}" if conv
+                      else f"{where} linear {entry['dtype']} dW 1x{N}x{M}x{K}"]
+    return parse_listing(lines)
 
 
 def candidates(dtype: str, families: list[str]) -> list[str]:
@@ -130,7 +151,8 @@ def summary(row: dict, top: int = 4) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("listing", help="chooser_picks.py output (or lines in its form), one problem a line")
+    p.add_argument("listing", nargs="?", help="chooser_picks.py output (or lines in its form), one problem a line")
+    p.add_argument("--models", help="instead of a listing: a model_ab.py --breakdown JSON, every product of its GEMMs")
     p.add_argument("--families", nargs="+", default=list(DEFAULT_FAMILIES),
                    help=f"the families whose rows are tried (default: {' '.join(DEFAULT_FAMILIES)})")
     p.add_argument("--splits", nargs="+", type=int, default=[1, 2, 3, 4],
@@ -139,10 +161,17 @@ def main(argv=None) -> int:
     p.add_argument("--max-copies", type=int, default=picks_ab.MAX_COPIES, help="at most this many copies of B")
     p.add_argument("--out", help="write every measurement as JSON here")
     args = p.parse_args(argv)
-    with open(args.listing) as f:
-        listed = parse_listing(f)
+    if (args.listing is None) == (args.models is None):
+        p.error("give a listing or --models FILE (one of them)")
+    if args.models:
+        with open(args.models) as f:
+            listed = listing_from_models(json.load(f))
+    else:
+        with open(args.listing) as f:
+            listed = parse_listing(f)
     if not listed:
-        print(f"{args.listing}: no problems (chooser_picks.py listing lines)", file=sys.stderr)
+        print(f"{args.listing or args.models}: no problems (chooser_picks.py listing lines, or a model_ab.py "
+              "--breakdown file)", file=sys.stderr)
         return 1
     if any(s < 1 for s in args.splits):
         p.error("--splits: counts of at least 1")
