@@ -90,27 +90,44 @@ def copies_of(b: torch.Tensor, b_mb: int, max_copies: int = MAX_COPIES) -> int:
     return max(2, min(max_copies, -(-b_mb * 2**20 // (b.numel() * b.element_size()))))
 
 
-def measure(m: Moved, b_mb: int, max_copies: int = MAX_COPIES) -> dict:
-    """The old pick, the new pick and cuBLAS on m, each verified against float64 first."""
-    common.set_precision(m.dtype)
-    dt = common.DTYPES[m.dtype]
-    B, M, K, N = m.shape
+class Operands(NamedTuple):
+    """One problem's operands on the GPU: A, B's copies (bs[0] is B), the float64 reference of A @ B, and the
+    tilelab op and torch op that compute it (the bmm ones for 3-D operands)."""
+    a: torch.Tensor
+    bs: list
+    ref: torch.Tensor
+    tiled: Callable
+    torch_op: Callable
+
+
+def cold_operands(dtype: str, op: str, product: str, shape: tuple[int, int, int, int], b_mb: int,
+                  max_copies: int = MAX_COPIES) -> Operands:
+    """The operands of a listed product (chooser_picks.product_operands' layouts, random normal) in the dtype's
+    precision setting, with copies_of(B) copies of B to cycle past the L2."""
+    common.set_precision(dtype)
+    dt = common.DTYPES[dtype]
+    B, M, K, N = shape
 
     def make(*shape):
         return torch.randn(*shape, device="cuda", dtype=dt)
 
-    a, b = chooser_picks.product_operands(m.op, m.product, B, M, K, N, make)
-    copies = copies_of(b, b_mb, max_copies)
+    a, b = chooser_picks.product_operands(op, product, B, M, K, N, make)
     # B's copies in B's own layout (W.t() stays a transposed view), without remaking A for each
-    bs = [b] + [torch.empty_strided(b.shape, b.stride(), dtype=dt, device="cuda").normal_() for _ in range(copies - 1)]
-    ref = a.double() @ b.double()
-    tiled = tilelab_torch.tiled_bmm if a.dim() == 3 else tilelab_torch.tiled_mm
-    torch_op = torch.bmm if a.dim() == 3 else torch.mm
+    bs = [b] + [torch.empty_strided(b.shape, b.stride(), dtype=dt, device="cuda").normal_()
+                for _ in range(copies_of(b, b_mb, max_copies) - 1)]
+    batched = a.dim() == 3
+    return Operands(a, bs, a.double() @ b.double(), tilelab_torch.tiled_bmm if batched else tilelab_torch.tiled_mm,
+                    torch.bmm if batched else torch.mm)
+
+
+def measure(m: Moved, b_mb: int, max_copies: int = MAX_COPIES) -> dict:
+    """The old pick, the new pick and cuBLAS on m, each verified against float64 first."""
+    a, bs, ref, tiled, torch_op = cold_operands(m.dtype, m.op, m.product, m.shape, b_mb, max_copies)
     row = {"dtype": m.dtype, "product": m.product, "op": m.op, "shape": "x".join(map(str, m.shape))}
     for side, (kernel, splits) in (("old", m.old), ("new", m.new)):
         torch.ops.tilelab._set_split_k(splits)
         try:
-            err = common.rel_err(tiled(a, b, variant=kernel), ref)
+            err = common.rel_err(tiled(a, bs[0], variant=kernel), ref)
             if common.status(err, m.dtype) != "OK":
                 raise RuntimeError(f"{kernel} s{splits} on {row['shape']} ({m.dtype} {m.product}): error {err:.3g}")
 

@@ -94,19 +94,8 @@ def candidates(dtype: str, families: list[str]) -> list[str]:
 
 def measure(p: Listed, rows: list[str], splits: list[int], b_mb: int, max_copies: int) -> dict:
     """cuBLAS, the dispatcher's pick and every row x split count that runs p, each checked first."""
-    common.set_precision(p.dtype)
-    dt = common.DTYPES[p.dtype]
-    B, M, K, N = p.shape
-
-    def make(*shape):
-        return torch.randn(*shape, device="cuda", dtype=dt)
-
-    a, b = chooser_picks.product_operands(p.op, p.product, B, M, K, N, make)
-    bs = [b] + [torch.empty_strided(b.shape, b.stride(), dtype=dt, device="cuda").normal_()
-                for _ in range(picks_ab.copies_of(b, b_mb, max_copies) - 1)]
-    ref = a.double() @ b.double()
-    tiled = tilelab_torch.tiled_bmm if a.dim() == 3 else tilelab_torch.tiled_mm
-    torch_op = torch.bmm if a.dim() == 3 else torch.mm
+    a, bs, ref, tiled, torch_op = picks_ab.cold_operands(p.dtype, p.op, p.product, p.shape, b_mb, max_copies)
+    b = bs[0]
 
     def timed(variant=None):
         def calls():
