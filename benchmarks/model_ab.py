@@ -31,8 +31,8 @@ tilelab_per_s and cublas_per_s (tokens/s; images/s for vit), ratio =
 tilelab_per_s / cublas_per_s (> 1: tilelab faster), ratio_rounds (each round's own
 ratio: their spread, printed as `rounds` and drawn as whiskers by plot_models.py, is the
 run's noise; the small configs' eager steps are host-bound and their rounds can straddle
-1.0), and max_abs_diff / bitwise_equal: the routing's logits against the untouched model's, eval forward,
-same inputs. --breakdown adds, per model config, every unique GEMM of a forward
+1.0), and max_abs_diff / bitwise_equal: the routing's logits against the untouched
+model's, eval forward, same inputs. --breakdown adds, per model config, every unique GEMM of a forward
 (the routed modules' problems: M, K, N, op, the kernel tilelab_torch.explain picks),
 timed in isolation (act(F.linear) vs tiled_linear with the same bias and activation;
 forward and forward+backward), its count per step and its share of the step's GEMM time;
@@ -80,6 +80,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 from common import tilelab_torch  # noqa: E402
 from tilelab_torch.nn import TiledGatedMLP  # noqa: E402
+from plot_models import ratios_by_round  # noqa: E402  (the one computation of a round's ratio)
 
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 MODELS = ("gpt2", "llama", "vit")
@@ -758,16 +759,7 @@ def config_rows(m: Model, dkey: str, batch: int, seq: Optional[int], x: Tensor, 
                        "ratio": c / t if (c and t) else None, **chk, "note": note,
                        "unit": m.unit, "name": m.name, "tilelab_ms": t, "cublas_ms": c,
                        "tilelab_ms_rounds": times[r], "cublas_ms_rounds": times["cublas"],
-                       "ratio_rounds": round_ratios(times["cublas"], times[r])}
-
-
-def round_ratios(cublas_ms: list[float], tilelab_ms: list[float]) -> Optional[list[float]]:
-    """Each round's ratio, cuBLAS's time over the routing's in that round (measured minutes apart at most),
-    or None if a side has no time in some round. Their spread is the run's own noise: the eager steps of the
-    small configs are host-bound, and one run's rounds have read 0.78 to 1.15 for one row."""
-    if not cublas_ms or len(cublas_ms) != len(tilelab_ms):
-        return None
-    return [c / t for c, t in zip(cublas_ms, tilelab_ms)]
+                       "ratio_rounds": ratios_by_round(times["cublas"], times[r])}
 
 
 def parse_configs(specs: list[str]) -> dict:

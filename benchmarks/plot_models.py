@@ -30,14 +30,19 @@ def load(path: str) -> dict:
     return data
 
 
-def round_ratios(row: dict) -> Optional[list[float]]:
-    """The row's per-round ratios: `ratio_rounds`, else cuBLAS's time over tilelab's in each round, else None."""
-    if row.get("ratio_rounds"):
-        return row["ratio_rounds"]
-    c, t = row.get("cublas_ms_rounds"), row.get("tilelab_ms_rounds")
-    if c and t and len(c) == len(t) and all(c) and all(t):
-        return [a / b for a, b in zip(c, t)]
+def ratios_by_round(cublas_ms: Optional[list], tilelab_ms: Optional[list]) -> Optional[list[float]]:
+    """Each round's ratio, cuBLAS's time over tilelab's in that round (model_ab.py measures the two minutes
+    apart at most), or None unless both sides have a time in every round. Their spread is the run's own noise:
+    the eager steps of the small configs are host-bound, and one run's rounds have read 0.78 to 1.15 for one
+    row. model_ab.py writes them into its rows as `ratio_rounds`."""
+    if cublas_ms and tilelab_ms and len(cublas_ms) == len(tilelab_ms) and all(cublas_ms) and all(tilelab_ms):
+        return [c / t for c, t in zip(cublas_ms, tilelab_ms)]
     return None
+
+
+def round_ratios(row: dict) -> Optional[list[float]]:
+    """The row's per-round ratios: `ratio_rounds`, else (files written before that key) from its rounds' times."""
+    return row.get("ratio_rounds") or ratios_by_round(row.get("cublas_ms_rounds"), row.get("tilelab_ms_rounds"))
 
 
 def plot(data: dict, out: str) -> str:
