@@ -101,6 +101,51 @@ def test_bmm_broadcast_and_bias(high, config, dtype):
 
 
 @pytest.mark.parametrize("config", ROW_NAMES + TF32_NAMES)
+def test_unaligned_output_rows(high, config):
+    """C's rows not 16-byte aligned (N = 1001: half rows alternately on and off 4-byte alignment; 1002, 1004, 33,
+    7: aligned to 4 or 8 bytes, one partial box) are written through shared memory a row at a time: each value
+    bitwise the one the TMA store writes for the same columns of the product with N padded to a multiple of 8
+    (the same tiles in the same k order; one K slice), into a poisoned output, with and without the column bias,
+    both layouts of B, and a batch of 3. M = 300: boxes with fewer than 16 rows. A row bias (M, 1) stays on the
+    stores from registers: checked against float64."""
+    seed = fresh_seed()
+    dtype = torch.float32 if config in TF32_NAMES else torch.bfloat16
+    tol = TOL_TF32 if dtype == torch.float32 else TOL[dtype]
+    M, K = 300, 200
+    a = torch.randn(3, M, K, device="cuda", dtype=dtype)
+    try:
+        torch.ops.tilelab._set_split_k(1)
+        for N in (1001, 1002, 1004, 33, 7):
+            pad = (N + 7) // 8 * 8
+            w = torch.randn(3, pad, K, device="cuda", dtype=dtype)
+            w[:, N:] = 0
+            bias = torch.randn(pad, device="cuda", dtype=dtype)
+            for lb, b_pad in (("k-contiguous", w.transpose(1, 2)), ("n-contiguous", w.transpose(1, 2).contiguous())):
+                b = b_pad[..., :N]
+                cases = {
+                    "mm": (lambda x, y: torch.ops.tilelab.tiled_mm(x, y, variant=config), a[0], b[0], b_pad[0]),
+                    "bmm": (lambda x, y: torch.ops.tilelab.tiled_bmm(x, y, variant=config), a, b, b_pad),
+                    "addmm": (lambda x, y: torch.ops.tilelab.tiled_addmm(bias[:y.shape[-1]], x, y, variant=config),
+                              a[0], b[0], b_pad[0]),
+                }
+                for what, (op, x, y, y_pad) in cases.items():
+                    poison = Poisoned(y.shape[-1] * x[..., 0].numel(), dtype, "cuda")
+                    out = op(x, y)
+                    assert what != "mm" or poison.reused(out), f"{config} N={N}: the output is not the poisoned block"
+                    want = op(x, y_pad)[..., :N]
+                    assert torch.equal(out, want), (
+                        f"{config} {what} N={N} {lb} B: {int((out != want).sum())} values differ from the "
+                        f"TMA-stored product (NaN: {int(out.isnan().sum())}), seed={seed}")
+            row_bias = torch.randn(M, 1, device="cuda", dtype=dtype)
+            out = torch.ops.tilelab.tiled_addmm(row_bias, a[0], b[0], variant=config)
+            ref = torch.addmm(row_bias.double(), a[0].double(), b[0].double())
+            err = float((out.double() - ref).norm() / ref.norm())
+            assert err <= tol, f"{config} addmm with a row bias, N={N}: {err:.3g}, seed={seed}"
+    finally:
+        torch.ops.tilelab._set_split_k(None)
+
+
+@pytest.mark.parametrize("config", ROW_NAMES + TF32_NAMES)
 def test_persistent_many_tiles(high, config):
     """More work tiles than SMs: a block walks several tiles (an odd and an even count
     per block, so the ping-pong warpgroups end on either), the ring wraps across tile

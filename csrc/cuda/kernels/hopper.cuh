@@ -481,7 +481,8 @@ __device__ __forceinline__ void bar_arrive(int id, int threads) {
 // launch_hopper.cu), so each kernel holds the code of one store path only.
 //   Tma: the TMA-store epilogue, no activation code;
 //   TmaActivation: the same with the activations (and the gated and pre-activation stores);
-//   Registers: stores from registers (unaligned C, a per-element bias, split-K slabs), no activation.
+//   Registers: no TMA store (C's rows not 16-byte aligned, a per-element bias, split-K slabs), no activation:
+//     unaligned C through shared memory a row at a time, the others from registers.
 // One kernel with every path ran them from a run-time flag: 131 KB of SASS for 128 x 160 against 35 KB with the
 // TMA store only, and the code a plain x @ W.t() ran sat at both ends of it (the main loop's wgmma at 0x40f0, the
 // store at 0x11950). Behind a model's other kernels that cost it 9% (H200, ViT-B/16's fc1 1576 x 768 x 3072 + bias
@@ -517,7 +518,8 @@ enum class Store { Tma, TmaActivation, Registers };
 // two shared-memory boxes of 16 x 128 bytes, alternately (one, reused, for the
 // 192-row tiles: store_bufs), and the TMA writes
 // them (clipped at M and N, asynchronously: the warp goes on to its next tile
-// while the writes drain). The Registers kernels store from registers.
+// while the writes drain). The Registers kernels write C's unaligned rows from the same boxes, a row an
+// instruction, and a per-element bias or a split-K slab from registers.
 //
 // Split-K (p.splits > 1): into slabs that split_reduce.cu adds (p.partial), or,
 // with `fix` set, reduced here: the block of slice 0 adds the other slices'
@@ -959,6 +961,71 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
 #pragma unroll
             for (int q = 0; q < BN / 8; ++q) store_vec2(prow + 8 * q, d[h][4 * q + 2 * r], d[h][4 * q + 2 * r + 1]);
           }
+        continue;
+      }
+      // Rows of C that are not 16-byte aligned (N = 50257, 4095; no slab, no per-element bias left), which the TMA
+      // cannot write: each warp stages its 16 x 128-byte boxes in shared memory as the TMA path does, then writes
+      // them a row at a time, 4 bytes a lane, 128 contiguous bytes an instruction (two 2-byte halves where a half
+      // row starts on an odd element). The stores from registers below write 8 rows an instruction, a few bytes
+      // of each, and took longer than the tile's MMAs over a short K (H200, bf16 4096x768x50257: 1.42 ms against
+      // 0.63 for zero-padding N to a multiple of 8, then cuBLAS).
+      if (p.partial == nullptr && out.bias == nullptr) {
+        constexpr int kSize = static_cast<int>(sizeof(T));
+        constexpr int kBoxCols = kTileK;  // a box row is 128 bytes
+        constexpr int kBoxes = (BN + kBoxCols - 1) / kBoxCols;
+        const uint32_t boxes = staging + ((c * 4 + warp) * kBufs) * kStoreBoxBytes;  // this warp's first buffer
+        // This thread's rows g and g + 8, columns 2t of an 8-column group, swizzled as in the TMA path above.
+        const uint32_t wr = boxes + g * 128 + (((((2 * t * kSize) >> 4) ^ g) << 4) | ((2 * t * kSize) & 15));
+#pragma unroll
+        for (int h = 0; h < kHalves; ++h) {
+          const int mrow0 = m0 + (kPingPong ? h : c) * 64 + warp * 16;
+          const int rows = min(kStoreRows, p.M - mrow0);
+#pragma unroll
+          for (int cb = 0; cb < kBoxes; ++cb) {
+            const int col0 = n0 + cb * kBoxCols;
+            const int cols = min(min(kBoxCols, BN - cb * kBoxCols), p.N - col0);
+            if (rows <= 0 || cols <= 0) continue;  // the same across the warp
+#pragma unroll
+            for (int qq = 0; qq < kBoxCols / 8; ++qq) {
+              const int q = cb * (kBoxCols / 8) + qq;
+              if (q >= BN / 8) break;
+#pragma unroll
+              for (int r = 0; r < 2; ++r) {
+                const uint32_t at = (wr + r * 8 * 128) ^ static_cast<uint32_t>(qq * 8 * kSize);
+                const float x = d[h][4 * q + 2 * r], y = d[h][4 * q + 2 * r + 1];
+                if constexpr (std::is_same_v<T, float>) {
+                  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(x), "f"(y) : "memory");
+                } else {
+                  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at), "r"(pack_pair<T>(x, y)) : "memory");
+                }
+              }
+            }
+            __syncwarp();
+            // Lane l: bytes 4l..4l+3 of each row, the 16-byte chunk l / 4 swizzled by the row.
+            const int e = kSize == 4 ? lane : 2 * lane;  // its first column in the box
+#pragma unroll 4
+            for (int rr = 0; rr < rows; ++rr) {
+              uint32_t v;
+              asm volatile("ld.shared.b32 %0, [%1];\n"
+                           : "=r"(v)
+                           : "r"(boxes + rr * 128 + ((((lane >> 2) ^ (rr & 7)) << 4) | ((4 * lane) & 15))));
+              T* const dst = c_row(p, bz, mrow0 + rr) + col0;
+              if constexpr (kSize == 4) {
+                if (e < cols) *reinterpret_cast<uint32_t*>(dst + e) = v;
+              } else if ((reinterpret_cast<uintptr_t>(dst) & 3) == 0) {  // the same across the warp
+                if (e + 1 < cols) {
+                  *reinterpret_cast<uint32_t*>(dst + e) = v;
+                } else if (e < cols) {
+                  *reinterpret_cast<uint16_t*>(dst + e) = static_cast<uint16_t>(v & 0xffffu);
+                }
+              } else {
+                if (e < cols) *reinterpret_cast<uint16_t*>(dst + e) = static_cast<uint16_t>(v & 0xffffu);
+                if (e + 1 < cols) *reinterpret_cast<uint16_t*>(dst + e + 1) = static_cast<uint16_t>(v >> 16);
+              }
+            }
+            __syncwarp();  // every lane has read the box before the next one overwrites it
+          }
+        }
         continue;
       }
       with_epilogue(p, [&](auto epi) {
