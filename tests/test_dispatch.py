@@ -103,15 +103,19 @@ def test_128x160_for_x_wt(M, K, N, cols):
     assert explain_described(*mm(M, K, N), **H100).kernel != "hopper_128x160x64"
 
 
-@pytest.mark.parametrize("M", [17, 64, 128, 512])
-def test_swap_ab_into_unaligned_rows(M):
-    """Up to 512 rows of x @ W.t() into rows that are not 16-byte aligned (GPT-2's lm_head, N = 50257):
-    the swap-AB row, whose stores run along C's rows."""
-    e = explain_described(*linear(M, 768, 50257), **H100)
-    assert e.kernel == "hopper_swap_72x128x64" and "not 16-byte aligned" in e.reason, e
-    assert explain_described(*linear(M, 768, 50256), **H100).kernel != "hopper_swap_72x128x64"  # aligned
-    assert explain_described(*mm(M, 768, 50257), **H100).kernel != "hopper_swap_72x128x64"  # B row-major
-    assert explain_described(*linear(1024, 768, 50257), **H100).kernel != "hopper_swap_72x128x64"
+@pytest.mark.parametrize("M", [17, 64, 128, 512, 1024, 1025, 4096])
+def test_pingpong_into_unaligned_rows(M):
+    """Up to 1024 rows of x @ W.t() over a short K into rows that are not 16-byte aligned (GPT-2's lm_head,
+    N = 50257): ping-pong, whose warpgroups take turns between MMAs and the stores through shared memory. x @ B,
+    a long K and more rows take the row an aligned output (N = 50256) would."""
+    for gpu in (H100, H200):
+        if M <= 1024:
+            e = explain_described(*linear(M, 768, 50257), **gpu)
+            assert e.kernel == "hopper_pingpong_128x128x64" and "not 16-byte aligned" in e.reason, e
+        for operands, K in ((mm, 768), (linear, 4096)) + (((linear, 768),) if M > 1024 else ()):
+            e = explain_described(*operands(M, K, 50257), **gpu)
+            assert e.kernel == explain_described(*operands(M, K, 50256), **gpu).kernel, e
+            assert "not 16-byte aligned" not in e.reason, e
 
 
 def test_192x192_counts_the_rows_it_computes():

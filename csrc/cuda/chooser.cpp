@@ -694,18 +694,20 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
                             "for hopper_m64_64x96x64, 64x14336x4096 0.036 vs 0.048, 32x4096x4096 0.013 vs 0.016)");
       if (ch.cfg) return ch;
     }
-    // Up to 512 rows into an output whose rows are not 16-byte aligned (N = 50257: GPT-2's lm_head), x @ W.t():
-    // no row takes the TMA store there; the swap-AB row, whose lanes store C^T's tile from registers along C's
-    // rows, measured fastest (a profile of why is not taken; H100, bf16, kernel durations, W cold in L2:
-    // 128x768x50257 0.0434 ms vs 0.0645 for hopper_pingpong_128x128x64 and 0.0558 for hopper_m64_64x96x64;
-    // 64x768x50257 0.0345 vs 0.0387 for hopper_m64_64x64x64; 512x768x50257 0.141 vs 0.176; 128x2048x32001
-    // 0.0620 vs 0.0662; cuBLAS 0.128, 0.153, 0.415, 0.165. With the rows aligned, 128x768x50256, it lost: 0.0361
-    // vs 0.0344 for hopper_pingpong_128x128x64).
-    if (half && k_cont && p.M > 16 && p.M <= 512 && !c_rows_aligned16(p)) {
-      ch = pick(kHopperSwap, "sm_90, up to 512 rows of x @ W.t() into rows that are not 16-byte aligned: swap-AB "
-                             "tiles, whose stores run along C's rows (H100, bf16, kernel durations: 128x768x50257 "
-                             "0.0434 ms vs 0.0645 for hopper_pingpong_128x128x64, 512x768x50257 0.141 vs 0.176 for "
-                             "hopper_128x256x64; cuBLAS 0.128 and 0.415)");
+    // x @ W.t() over a short K into rows that are not 16-byte aligned (N = 50257: GPT-2's lm_head): the hopper
+    // kernels write such rows through shared memory a row at a time, without the TMA store's asynchrony, and
+    // ping-pong runs one warpgroup's stores under the other's MMAs (bf16, 768 x 50257, kernel durations, W cold:
+    // H100 256 rows 46.4 us vs 51.9 for hopper_128x256x64, 1024 154.9 vs 167.9, 4096 608 vs 621, 64 33.6 vs 33.9
+    // for hopper_swap_72x128x64, which this rule picked from 17 to 512 rows when those rows were stored from
+    // registers; H200 1024 151.9 vs 157.0, 128 29.8 vs 37.9 for the swap-AB row). An n-contiguous B (x @ B)
+    // and longer K keep the rules below (4095^3: hopper_128x256x64 267 us vs 277 for ping-pong), as do more than
+    // 1024 rows, where the product alone was a tie (4096 rows: H200 602 us vs 610) and ping-pong lost with the
+    // bias or GELU of tiled_linear (H200, ab.py: 0.733 ms vs 0.67-0.69, GELU 0.979 vs 0.937).
+    if (half && k_cont && p.M > 16 && p.M <= 1024 && ksteps <= 16 && !c_rows_aligned16(p)) {
+      ch = pick(kHopperPingPong, "sm_90, up to 1024 rows of x @ W.t() over at most 16 k-steps of 64 into rows that "
+                                 "are not 16-byte aligned: ping-pong, one warpgroup's stores under the other's MMAs "
+                                 "(bf16, kernel durations: 1024x768x50257 H100 0.155 ms vs 0.168 for "
+                                 "hopper_128x256x64, H200 0.152 vs 0.157; 256 rows on an H100 0.046 vs 0.052)");
       if (ch.cfg) return ch;
     }
     // The last wave: an SM's work is its rounds of tiles times the columns a tile computes, for the
