@@ -33,6 +33,8 @@ default to fp32, tf32, bf16, fp16. At the end, the geometric mean of the ratio p
   skinny       K-heavy, gemv-like and odd shapes (mm/addmm/linear/linear_gelu), the decode
                set M in 1..128 against Llama-3-8B weights (linear_nobias), and 1024 fp32
                dot products of length 128 (bmm)
+  unaligned    GPT-2's lm_head (N = 50257) at 4096 and 128 tokens, and 4095^3, 4097^3, 6143^3
+               (mm): dimensions not a multiple of 8, for --peer pad
 Rows with M <= 16 also carry the achieved weight bandwidth: weight_gbps = bytes of
 the second operand (W or b) / tilelab's time, cublas_weight_gbps the same for torch.
 
@@ -70,6 +72,7 @@ Examples:
     python benchmarks/ab.py --op linear --shapes 12608x2304x768 --dtypes bf16   # ViT-B qkv with bias
     python benchmarks/ab.py --suite transformer --out out/ab      # writes suite_transformer.json/.csv
     python benchmarks/ab.py --suite skinny --dtypes bf16 --peer triton pad
+    python benchmarks/ab.py --suite unaligned --dtypes bf16,fp16,tf32 --peer pad --rounds 3
 """
 from __future__ import annotations
 
@@ -166,6 +169,16 @@ SUITES = {
         *(Entry(f"llama3-8b.decode.{layer}", 1, m, k, n, ("linear_nobias",))
           for layer, k, n in _LLAMA_DECODE for m in (1, 2, 4, 8, 16, 32, 64, 128)),
         Entry("bmm.dot128", 1024, 1, 128, 1, ("bmm",), ("fp32",)),
+    ],
+    # A dimension not a multiple of 8 (16-bit rows not 16-byte aligned), to be read beside --peer pad: GPT-2's
+    # vocabulary at 4096 and 128 tokens, squares one off a multiple of 8 (a copy of each unaligned operand, C's
+    # rows stored through shared memory).
+    "unaligned": [
+        Entry("gpt2.lm_head", 1, 4096, 768, 50257, GEMM),
+        Entry("gpt2.lm_head.t128", 1, 128, 768, 50257, ("mm", "linear", "linear_nobias")),
+        Entry("square.4095", 1, 4095, 4095, 4095, ("mm",)),
+        Entry("square.4097", 1, 4097, 4097, 4097, ("mm",)),
+        Entry("square.6143", 1, 6143, 6143, 6143, ("mm",)),
     ],
 }
 SUITE_DTYPES = "fp32,tf32,bf16,fp16"

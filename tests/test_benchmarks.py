@@ -120,6 +120,20 @@ def test_skinny_suite_and_pad_peer(tmp_path):
     assert "geomean pad ratio" in make_readme_table.build(str(tmp_path))
 
 
+def test_unaligned_suite_is_padded_throughout(tmp_path):
+    """Every product of the unaligned suite has a dimension pad_mm would pad, and keeps one when smoked."""
+    cases = ab.suite_cases("unaligned", ab.ALL_OPS, ["bf16"])
+    assert {c.name for c in cases} == {"gpt2.lm_head", "gpt2.lm_head.t128", "square.4095", "square.4097",
+                                       "square.6143"}
+    for smoke in (False, True):
+        for c in ab.suite_cases("unaligned", ab.ALL_OPS, ["bf16", "fp16"], smoke=smoke):
+            assert ab.needs_padding(dict(B=c.B, M=c.M, N=c.N, K=c.K), c.dtype), c
+    rc, data = run_ab(tmp_path, "--suite", "unaligned", "--dtypes", "bf16", "--peer", "pad", *FAST)
+    assert rc == 0
+    rows = check_rows(data, "unaligned")
+    assert rows and all(r["pad_status"] == "OK" for r in rows)
+
+
 def test_rounds_take_the_median_of_medians(tmp_path, monkeypatch):
     """--rounds N measures every time N times and keeps the median: one spike in three moves nothing."""
     times = iter([1.0, 9.0, 2.0] * 1000)
