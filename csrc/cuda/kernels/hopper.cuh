@@ -979,10 +979,10 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
 #pragma unroll
         for (int h = 0; h < kHalves; ++h) {
           const int mrow0 = m0 + (kPingPong ? h : c) * 64 + warp * 16;
-          const int rows = min(kStoreRows, p.M - mrow0);
 #pragma unroll
           for (int cb = 0; cb < kBoxes; ++cb) {
             const int col0 = n0 + cb * kBoxCols;
+            const int rows = min(kStoreRows, p.M - mrow0);
             const int cols = min(min(kBoxCols, BN - cb * kBoxCols), p.N - col0);
             if (rows <= 0 || cols <= 0) continue;  // the same across the warp
 #pragma unroll
@@ -1001,15 +1001,20 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
               }
             }
             __syncwarp();
-            // Lane l: bytes 4l..4l+3 of each row, the 16-byte chunk l / 4 swizzled by the row.
+            // Lane l: bytes 4l..4l+3 of each row, the 16-byte chunk l / 4 swizzled by the row. (Not unrolled in the
+            // 192-row tiles, whose 128 registers a thread leave no room: unrolled 4 times, their Registers kernels
+            // spilled 34 bytes; now 10, and no other kernel spills for this path.)
             const int e = kSize == 4 ? lane : 2 * lane;  // its first column in the box
-#pragma unroll 4
-            for (int rr = 0; rr < rows; ++rr) {
+            const uint32_t rd = boxes + ((4 * lane) & 15);
+            const int64_t ld = p.sc_m;
+            T* dst = c_row(p, bz, mrow0) + col0;
+            constexpr int kRowUnroll = BM == 192 ? 1 : 4;
+#pragma unroll kRowUnroll
+            for (int rr = 0; rr < rows; ++rr, dst += ld) {
               uint32_t v;
               asm volatile("ld.shared.b32 %0, [%1];\n"
                            : "=r"(v)
-                           : "r"(boxes + rr * 128 + ((((lane >> 2) ^ (rr & 7)) << 4) | ((4 * lane) & 15))));
-              T* const dst = c_row(p, bz, mrow0 + rr) + col0;
+                           : "r"(rd + rr * 128 + (((lane >> 2) ^ (rr & 7)) << 4)));
               if constexpr (kSize == 4) {
                 if (e < cols) *reinterpret_cast<uint32_t*>(dst + e) = v;
               } else if ((reinterpret_cast<uintptr_t>(dst) & 3) == 0) {  // the same across the warp
