@@ -475,6 +475,15 @@ __device__ __forceinline__ void bar_sync(int id, int threads) {
 __device__ __forceinline__ void bar_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+// Two adjacent outputs into an epilogue box at shared address `at`, as T: fp32 8 bytes, half one 32-bit word.
+template <typename T>
+__device__ __forceinline__ void stage_pair(uint32_t at, float x, float y) {
+  if constexpr (std::is_same_v<T, float>) {
+    asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(x), "f"(y) : "memory");
+  } else {
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at), "r"(pack_pair<T>(x, y)) : "memory");
+  }
+}
 #endif
 
 // The epilogue a hopper_kernel instantiation carries: the host picks one per product (launch_layouts in
@@ -927,12 +936,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
                   const uint32_t at =
                       tail ? boxes + box * kStoreBoxBytes + ((g + 8 * r) * kTailCols + 8 * qq + 2 * t) * kSize
                            : (buf + r * 8 * 128) ^ static_cast<uint32_t>(qq * 8 * kSize);
-                  const float x = d[h][4 * q + 2 * r], y = d[h][4 * q + 2 * r + 1];
-                  if constexpr (std::is_same_v<T, float>) {
-                    asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(x), "f"(y) : "memory");
-                  } else {
-                    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at), "r"(pack_pair<T>(x, y)) : "memory");
-                  }
+                  stage_pair<T>(at, d[h][4 * q + 2 * r], d[h][4 * q + 2 * r + 1]);
                 }
               }
               fence_async_smem();
@@ -991,13 +995,8 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
               if (q >= BN / 8) break;
 #pragma unroll
               for (int r = 0; r < 2; ++r) {
-                const uint32_t at = (wr + r * 8 * 128) ^ static_cast<uint32_t>(qq * 8 * kSize);
-                const float x = d[h][4 * q + 2 * r], y = d[h][4 * q + 2 * r + 1];
-                if constexpr (std::is_same_v<T, float>) {
-                  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(x), "f"(y) : "memory");
-                } else {
-                  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at), "r"(pack_pair<T>(x, y)) : "memory");
-                }
+                stage_pair<T>((wr + r * 8 * 128) ^ static_cast<uint32_t>(qq * 8 * kSize), d[h][4 * q + 2 * r],
+                              d[h][4 * q + 2 * r + 1]);
               }
             }
             __syncwarp();
