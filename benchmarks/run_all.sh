@@ -4,6 +4,7 @@
 # which receives the curated files only (see benchmarks/results/h200/README.md):
 #   gpu.txt; ab.json/ab.csv (ab); ab_auto.json/ab_auto.csv (ab_auto); fp32_squares.json/.csv
 #   (fp32_squares); suite_transformer.json/.csv (transformer); suite_skinny.json/.csv (skinny);
+#   suite_unaligned.json/.csv (unaligned);
 #   tile_sweep.json (tile_sweep); ncu.json (ncu); roofline.json, roofline.png (roofline);
 #   models.json (model).
 # Each step's printed table, the build log, the pytest output, the run's log and the
@@ -22,7 +23,8 @@
 #                  seven; transformer and skinny are ab.py --suite, every op on model shapes); also
 #                  test (the pytest suite, PYTEST_ARGS), ab_auto (the dispatcher's choice on
 #                  AUTO_SHAPES x AUTO_DTYPES), fp32_squares (fp32: the dispatcher and every
-#                  blocked row on SQUARE_SHAPES), model (benchmarks/model_ab.py)
+#                  blocked row on SQUARE_SHAPES), unaligned (ab.py --suite unaligned: GPT-2's lm_head
+#                  and squares one off a multiple of 8, read beside PEERS' pad), model (benchmarks/model_ab.py)
 #   AB_SHAPES, AB_DTYPES, AB_KERNELS, SWEEP_SIZES, NCU_SHAPE, NCU_KERNELS, ROOF_SIZE, ROOF_DTYPES,
 #   PEAK_SIZE, COPY_GIB, AUTO_SHAPES, AUTO_DTYPES, SQUARE_SHAPES, SQUARE_TIMING, MODEL_ARGS, REP, WARMUP:
 #   override sizes and timing
@@ -125,7 +127,7 @@ for s in $STEPS; do
           blocked=$(python3 -c "import tilelab_torch as t; print(' '.join(k.name for k in t.kernels('cuda') if k.family == 'blocked'))")
           step fp32_squares python3 benchmarks/ab.py --no-progress --out "$RES" --name fp32_squares \
           --kernels auto $blocked --shapes "$SQUARE_SHAPES" --dtypes fp32 --graph-max-mnk 0 ${SQUARE_TIMING:-} ;;
-    transformer|skinny) step suite_$s python3 benchmarks/ab.py --no-progress --out "$RES" --suite $s \
+    transformer|skinny|unaligned) step suite_$s python3 benchmarks/ab.py --no-progress --out "$RES" --suite $s \
           --dtypes "$SUITE_DTYPES" ${PEERS:+--peer $PEERS} $SUITE_ARGS $TIMING ;;
     tile_sweep) step tile_sweep python3 benchmarks/tile_sweep.py --no-progress --out "$RES" --no-csv \
           --sizes "$SWEEP_SIZES" $TIMING ;;
