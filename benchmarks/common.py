@@ -7,6 +7,7 @@ relative error of both against a float64 reference.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -69,6 +70,16 @@ def metadata(device: str, precision: str) -> dict:
         "precision": precision,
         "date": time.strftime("%Y-%m-%d"),
     }
+
+
+@contextlib.contextmanager
+def kept_precision():
+    """torch's fp32 matmul precision as it was on entry, set back on exit (set_precision changes it per dtype)."""
+    old = torch.get_float32_matmul_precision()
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(old)
 
 
 def set_precision(dtype_key: str) -> str:

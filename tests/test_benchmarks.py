@@ -134,6 +134,16 @@ def test_unaligned_suite_is_padded_throughout(tmp_path):
     assert rows and all(r["pad_status"] == "OK" for r in rows)
 
 
+def test_kept_precision_is_put_back():
+    """The tools' loops set the precision per dtype; common.kept_precision restores the caller's, error or not."""
+    before = torch.get_float32_matmul_precision()
+    with pytest.raises(ValueError):
+        with common.kept_precision():
+            common.set_precision("tf32" if before == "highest" else "fp32")
+            raise ValueError
+    assert torch.get_float32_matmul_precision() == before
+
+
 def test_rounds_take_the_median_of_medians(tmp_path, monkeypatch):
     """--rounds N measures every time N times and keeps the median: one spike in three moves nothing."""
     times = iter([1.0, 9.0, 2.0] * 1000)

@@ -158,13 +158,12 @@ def main(argv=None) -> int:
     if any(r < 1 for r in rows):
         p.error("--rows must be positive")
     gpu = {"sm": args.sm, "num_sms": args.sms, "mem_gbps": args.mem_gbps}
-    old_precision = torch.get_float32_matmul_precision()
     out = open(args.out, "w") if args.out else sys.stdout
     try:
-        for prob in problems(args.suites, dtypes, args.training, rows):
-            print(f"{prob.key()} {pick(prob, gpu)}", file=out)
+        with common.kept_precision():
+            for prob in problems(args.suites, dtypes, args.training, rows):
+                print(f"{prob.key()} {pick(prob, gpu)}", file=out)
     finally:
-        torch.set_float32_matmul_precision(old_precision)
         if args.out:
             out.close()
     return 0

@@ -168,17 +168,14 @@ def main(argv=None) -> int:
         return 1
     if not torch.cuda.is_available():
         p.error("needs a CUDA GPU (the forced rows run there)")
-    old_precision = torch.get_float32_matmul_precision()
     rows = []
-    try:
+    with common.kept_precision():
         for m in moved:
             r = measure(m, args.b_mb, args.max_copies)
             rows.append(r)
             print(f"{r['dtype']} {r['product']} {r['op']} {r['shape']}: old {r['old_kernel']} s{r['old_splits']} "
                   f"{r['old_us']:.2f}  new {r['new_kernel']} s{r['new_splits']} {r['new_us']:.2f}  cuBLAS "
                   f"{r['cublas_us']:.2f} us  ({r['new_over_old']:.3f})", flush=True)
-    finally:
-        torch.set_float32_matmul_precision(old_precision)
     sums = {"problems": len(rows), "old_us": sum(r["old_us"] for r in rows),
             "new_us": sum(r["new_us"] for r in rows), "faster": sum(r["new_over_old"] < 0.98 for r in rows),
             "slower": sum(r["new_over_old"] > 1.02 for r in rows)}

@@ -166,15 +166,12 @@ def main(argv=None) -> int:
         p.error("--splits: counts of at least 1")
     if not torch.cuda.is_available():
         p.error("needs a CUDA GPU (the rows run there)")
-    old_precision = torch.get_float32_matmul_precision()
     out = []
-    try:
+    with common.kept_precision():
         for prob in listed:
             r = measure(prob, candidates(prob.dtype, args.families), args.splits, args.b_mb, args.max_copies)
             out.append(r)
             print(summary(r), flush=True)
-    finally:
-        torch.set_float32_matmul_precision(old_precision)
     near = sum(r["pick_us"] <= 1.03 * min([x["us"] for x in r["rows"] if x["us"]] or [r["pick_us"]]) for r in out)
     print(f"{len(out)} problems: the pick within 3% of the fastest row on {near}")
     if args.out:
