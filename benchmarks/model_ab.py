@@ -23,7 +23,11 @@ steps of CUDA-event time after warm-up, measured in --rounds interleaved rounds
 (cuBLAS, each tilelab routing, then again; default 3), of which the median is kept:
 a drift of the machine during one routing's steps no longer decides its ratio (the
 small configs' eager steps are host-bound and moved 10-30% between runs measured
-once each). fp32 is IEEE fp32 on both sides (no TF32).
+once each). With --interleave steps the eager steps of the routings alternate one by one
+within each round (on two swapped copies of the model beside the original, each from the
+snapshot with its own AdamW; each step timed alone, the host waiting for it): the host's
+pace, which moved by up to 25% from one round to the next, then reaches every routing alike.
+fp32 is IEEE fp32 on both sides (no TF32).
 The attention products stay in torch's SDPA on both sides (swap replaces modules).
 
 One row per model, dtype, mode, graphs, routing (the tilelab ones) and batch x seq:
@@ -64,6 +68,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
+import dataclasses
 import math
 import os
 import statistics
@@ -222,12 +228,20 @@ def build(key: str, smoke: bool, fallback: bool, device: str, dtype: torch.dtype
 
         return Model(key, name, note, mod, "images", inputs, mod)
     if name.startswith("transformers"):
-        def call(ids):
-            with _unpacked_sequences():
-                return mod(input_ids=ids, use_cache=False).logits
-
-        return _text(key, mod, extra["vocab"], name, note, device, call)
+        return _text(key, mod, extra["vocab"], name, note, device, lambda ids: _hf_logits(mod, ids))
     return _text(key, mod, extra["vocab"], name, note, device, mod)
+
+
+def _hf_logits(mod: nn.Module, ids: Tensor) -> Tensor:
+    """A transformers causal LM's logits (no KV cache)."""
+    with _unpacked_sequences():
+        return mod(input_ids=ids, use_cache=False).logits
+
+
+def with_module(m: Model, module: nn.Module) -> Model:
+    """`m` running `module` (a copy of m.module) in its place."""
+    logits = module if m.logits is m.module else (lambda ids: _hf_logits(module, ids))
+    return dataclasses.replace(m, module=module, logits=logits)
 
 
 @contextlib.contextmanager
@@ -366,6 +380,54 @@ def measure(m: Model, routing: str, mode: str, graphs: bool, x: Tensor, y: Tenso
             return time_steps(fn, args.device, args.rep_ms, args.min_steps)
         finally:
             del fn  # the graph and its memory pool, the step and its optimizer: before routed_step frees the cache
+
+
+def measure_alternating(m: Model, mode: str, x: Tensor, y: Tensor, snapshot: list, args, failed: dict) -> dict:
+    """Median ms per eager step of every routing not in `failed` (--interleave steps), their steps alternated
+    one by one: each step timed alone (CUDA events around it, the host waiting for it before the next), the
+    routings' order rotated every step, so a drift of the host's pace reaches every routing alike. cuBLAS runs
+    m.module, each tilelab routing a swapped copy of it; all start from the snapshot's weights, each with its
+    own AdamW. A routing that raises goes into `failed` (routing -> message) and out of the rest."""
+    m.module.zero_grad(set_to_none=True)  # a copy carries no gradients
+    steps: dict = {}
+    try:
+        for r in ROUTINGS:
+            if r in failed:
+                continue
+            try:
+                mod = m.module if r == "cublas" else copy.deepcopy(m.module)
+                restore(mod, snapshot)
+                mod.train(mode == "train")
+                if r != "cublas":
+                    tilelab_torch.swap(mod, fuse=r == "swap(fuse=True)")
+                opt = torch.optim.AdamW(mod.parameters(), lr=1e-4, foreach=True) if mode == "train" else None
+                steps[r] = make_step(with_module(m, mod), mode, x, y, opt)
+                for _ in range(2):  # untimed
+                    steps[r]()
+            except Exception as e:  # noqa: BLE001 - one failed routing must not end the sweep
+                failed[r] = f"{r} failed: {type(e).__name__}: {first_line(e)}"
+                steps.pop(r, None)
+        sync(args.device)
+        t0 = time.perf_counter()
+        for step in steps.values():
+            step()
+        sync(args.device)
+        est = (time.perf_counter() - t0) * 1e3 / max(len(steps), 1)
+        n = int(min(50, max(args.min_steps, args.rep_ms / max(est, 1e-3))))
+        times: dict = {r: [] for r in steps}
+        for i in range(n):
+            order = [r for r in steps if r not in failed]
+            for r in order[i % len(order):] + order[:i % len(order)] if order else []:
+                try:
+                    times[r].append(common.median_call_ms(steps[r], 1, args.device))
+                except Exception as e:  # noqa: BLE001
+                    failed[r] = f"{r} failed: {type(e).__name__}: {first_line(e)}"
+        return {r: statistics.median(v) for r, v in times.items() if r not in failed}
+    finally:
+        steps.clear()  # the copies, their optimizers and gradients: before the cache is freed
+        m.module.zero_grad(set_to_none=True)
+        if args.device.startswith("cuda"):
+            torch.cuda.empty_cache()
 
 
 # ------------------------------------------------------- in-model profile
@@ -738,6 +800,10 @@ def config_rows(m: Model, dkey: str, batch: int, seq: Optional[int], x: Tensor, 
         for graphs in graph_opts:
             times, failed = {r: [] for r in ROUTINGS}, {}
             for _ in range(args.rounds):
+                if not graphs and args.interleave == "steps":
+                    for r, t in measure_alternating(m, mode, x, y, snapshot, args, failed).items():
+                        times[r].append(t)
+                    continue
                 for r in ROUTINGS:
                     if r in failed:
                         continue
@@ -850,6 +916,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--min-steps", type=int, default=5)
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds of every routing per mode and "
                                                          "graphs setting; each time is the median of its rounds")
+    p.add_argument("--interleave", default="routings", choices=["routings", "steps"],
+                   help="eager steps: each routing's steps in a block of their own within a round (routings), or "
+                        "every routing's steps alternated one by one on copies of the model (steps: a drift of the "
+                        "host's pace reaches all alike; three copies' memory)")
     p.add_argument("--gemm-rep-ms", type=int, default=40, help="timing budget per GEMM of the breakdown")
     p.add_argument("--out", default="out/models.json", help="JSON file (or folder: <folder>/models.json); "
                                                              "rewritten after every model config")
@@ -880,8 +950,10 @@ def main(argv: Optional[list[str]] = None) -> int:
                   graphs=GRAPHS_METHOD if cuda else "not measured on the CPU",
                   timing="median ms per step (CUDA events on CUDA) after two untimed steps (graphs: and three "
                          "warm-up steps before the capture); the median of --rounds interleaved rounds of every "
-                         "routing (cuBLAS, then each tilelab routing, then again)",
-                  rounds=args.rounds,
+                         "routing (cuBLAS, then each tilelab routing, then again)"
+                         + ("; eager steps alternated one by one, routings on copies of the model, each step timed "
+                            "alone, the order rotated every step" if args.interleave == "steps" else ""),
+                  rounds=args.rounds, interleave=args.interleave,
                   logits="max_abs_diff/bitwise_equal: eval forward of the routing vs the untouched model")
     if args.breakdown:
         header["breakdown_timing"] = ("each product alone, do_bench median (L2 flushed) per call, the sides "

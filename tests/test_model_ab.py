@@ -311,3 +311,39 @@ def test_smoke_cuda_graphs(tmp_path):
             assert calls[0] == calls[1], (entry["model"], mode)
             assert all(g["us_per_call"] > 0 for e in (c, t) for g in e["gemms"]), (entry["model"], mode)
             assert 0 < c["gemm_us_per_step"] < c["all_us_per_step"], (entry["model"], mode)
+
+
+def test_interleave_steps(tmp_path):
+    """--interleave steps: the eager steps of every routing alternate on copies of the model; the rows are
+    the same as with blocks of steps, and the header says how they were timed."""
+    data = run(tmp_path, "--device", "cpu", "--fallback", "--dtypes", "fp32", "--models", "llama",
+               "--interleave", "steps")
+    check_rows(data["rows"], ["llama (stand-in)"], ["fp32"], ["forward", "train"], [False])
+    assert data["header"]["interleave"] == "steps" and "alternated one by one" in data["header"]["timing"]
+
+
+def test_measure_alternating_leaves_the_model_and_reports_failures(monkeypatch):
+    """The tilelab routings run on swapped copies: the original stays unswapped; a routing that raises is
+    reported in `failed` and the others are still timed."""
+    m = model_ab.build("llama", smoke=True, fallback=True, device="cpu", dtype=torch.float32)
+    x, y = m.inputs(*model_ab.SMOKE_CONFIGS["llama"][0])
+    snapshot = [q.detach().clone() for q in m.module.parameters()]
+    args = model_ab.argparse.Namespace(device="cpu", rep_ms=1.0, min_steps=3)
+    failed: dict = {}
+    times = model_ab.measure_alternating(m, "train", x, y, snapshot, args, failed)
+    assert failed == {} and set(times) == set(model_ab.ROUTINGS) and min(times.values()) > 0
+    assert not any(isinstance(mod, model_ab.tilelab_torch.TiledLinear) for mod in m.module.modules())
+    assert all(q.grad is None for q in m.module.parameters())
+
+    swap = model_ab.tilelab_torch.swap
+
+    def failing_swap(module, *, fuse=True, **kw):
+        if fuse:
+            raise RuntimeError("no fused swap here")
+        return swap(module, fuse=fuse, **kw)
+
+    monkeypatch.setattr(model_ab.tilelab_torch, "swap", failing_swap)
+    failed = {}
+    times = model_ab.measure_alternating(m, "forward", x, y, snapshot, args, failed)
+    assert set(times) == {"cublas", "swap(fuse=False)"}
+    assert list(failed) == ["swap(fuse=True)"] and "no fused swap here" in failed["swap(fuse=True)"]
