@@ -580,3 +580,75 @@ def test_merged_projections_weights_modified_between_calls():
         with ProductCount() as count:
             torch.testing.assert_close(block.value(x), ref.value(x))
     assert count.widths == [32]
+
+
+# More transformers architectures whose blocks swap knows (FUSABLE, MERGEABLE, GATED): config class, model
+# class, config, and what swap(fuse=True) does to their two layers (fused activation, merged q/k/v, gated MLP).
+_SMALL = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_hidden_layers=2, vocab_size=100)
+_ROPE = dict(n_embd=64, n_layer=2, n_head=4, vocab_size=100, rotary_dim=8, n_positions=64)
+ARCHITECTURES = {
+    "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", _SMALL, "gelu", 0, 0),
+    "gptj": ("GPTJConfig", "GPTJForCausalLM", _ROPE, "gelu_tanh", 2, 0),
+    "codegen": ("CodeGenConfig", "CodeGenForCausalLM", dict(_ROPE, n_ctx=64), "gelu_tanh", 0, 0),
+    "gpt_neo": ("GPTNeoConfig", "GPTNeoForCausalLM", dict(hidden_size=64, num_layers=2, num_heads=4, vocab_size=100,
+                                                          attention_types=[[["global", "local"], 1]],
+                                                          max_position_embeddings=64), "gelu_tanh", 2, 0),
+    "gpt_bigcode": ("GPTBigCodeConfig", "GPTBigCodeForCausalLM", dict(n_embd=64, n_layer=2, n_head=4, vocab_size=100,
+                                                                      n_positions=64), "gelu_tanh", 0, 0),
+    "starcoder2": ("Starcoder2Config", "Starcoder2ForCausalLM", dict(_SMALL, num_key_value_heads=2), "gelu_tanh", 2, 0),
+    "phi": ("PhiConfig", "PhiForCausalLM", _SMALL, "gelu_tanh", 2, 0),
+    "opt": ("OPTConfig", "OPTForCausalLM", dict(hidden_size=64, ffn_dim=128, num_attention_heads=4, num_hidden_layers=2,
+                                                 vocab_size=100, word_embed_proj_dim=64), None, 2, 0),
+    "stablelm": ("StableLmConfig", "StableLmForCausalLM", dict(_SMALL, num_key_value_heads=2), "silu", 2, 2),
+    "cohere": ("CohereConfig", "CohereForCausalLM", dict(_SMALL, num_key_value_heads=2), "silu", 2, 2),
+    "olmo": ("OlmoConfig", "OlmoForCausalLM", dict(_SMALL, num_key_value_heads=2), "silu", 2, 2),
+    "roberta": ("RobertaConfig", "RobertaForMaskedLM", dict(_SMALL, pad_token_id=1), "gelu", 2, 0),
+    "electra": ("ElectraConfig", "ElectraForMaskedLM", dict(_SMALL, embedding_size=64), "gelu", 2, 0),
+    "deberta_v2": ("DebertaV2Config", "DebertaV2ForMaskedLM", _SMALL, "gelu", 0, 0),
+    "t5": ("T5Config", "T5ForConditionalGeneration", dict(d_model=64, d_ff=128, num_heads=4, num_layers=2,
+                                                          vocab_size=100, d_kv=16), "relu", 0, 0),
+    "t5_gated": ("T5Config", "T5ForConditionalGeneration", dict(d_model=64, d_ff=128, num_heads=4, num_layers=2,
+                                                                vocab_size=100, d_kv=16,
+                                                                feed_forward_proj="gated-gelu"), "gelu_tanh", 0, 0),
+    "clip_text": ("CLIPTextConfig", "CLIPTextModel", dict(hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                                                          num_hidden_layers=2, vocab_size=100, hidden_act="gelu"),
+                  "gelu", 2, 0),
+}
+
+
+@needs_transformers
+@pytest.mark.parametrize("arch", list(ARCHITECTURES))
+def test_more_transformers_architectures(arch):
+    """swap(fuse=True) on each architecture's tiny model (random weights): the activations it fuses, the q/k/v it
+    merges and the gated MLPs it runs as one product, with the logits and every gradient as the untouched model
+    computes them (fp32)."""
+    cfg_name, model_name, cfg_kw, act, merged, gated = ARCHITECTURES[arch]
+    if not hasattr(transformers, cfg_name) or not hasattr(transformers, model_name):
+        pytest.skip(f"this transformers ({transformers.__version__}) has no {model_name}")
+    torch.manual_seed(0)
+    ref = getattr(transformers, model_name)(getattr(transformers, cfg_name)(**cfg_kw)).eval()
+    with torch.no_grad():
+        for name, p in ref.named_parameters():
+            if name.endswith("bias"):
+                p.normal_(0, 0.1)
+    model = copy.deepcopy(ref)
+    tokens = torch.randint(2, 100, (2, 12), generator=torch.Generator().manual_seed(1))
+    inputs = dict(input_ids=tokens, **({"decoder_input_ids": tokens[:, :5]} if arch.startswith("t5") else {}))
+    out = (lambda m: m(**inputs).last_hidden_state) if arch == "clip_text" else (lambda m: m(**inputs).logits)
+    report = swap(model, sample=inputs)
+    layers_with_mlp = 4 if arch.startswith("t5") else 2  # T5: the encoder's and the decoder's blocks
+    assert [a for _, a in report.fused] == ([act] * layers_with_mlp if act else []), report.fused
+    assert len(report.merged) == merged and len(report.gated) == gated
+    assert report.left == []
+    for m in (ref, model):
+        out(m).float().pow(2).mean().backward()
+    torch.testing.assert_close(out(model), out(ref), rtol=1e-5, atol=1e-5)
+    grads = dict(ref.named_parameters())
+    for name, p in model.named_parameters():
+        g = grads[name].grad
+        if g is None:
+            assert p.grad is None, name
+            continue
+        # an attention key bias has no gradient (softmax ignores a shift of a query's logits): rounding only
+        torch.testing.assert_close(p.grad, g, rtol=1e-4, atol=1e-6 * (1 + float(g.abs().max())) + 1e-8,
+                                   msg=lambda msg: f"{name}: {msg}")

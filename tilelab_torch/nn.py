@@ -370,10 +370,22 @@ def _gate(model: nn.Module, name: str, block: nn.Module, names: tuple[str, str, 
 FUSABLE: dict[str, tuple[str, str]] = {
     "Mlp": ("fc1", "act"),  # timm: fc1 -> act -> drop1 -> norm -> fc2 -> drop2
     "SwiGLU": ("fc1_g", "act"),  # timm: fc2(norm(drop(act(fc1_g(x)) * fc1_x(x))))
-    "GPT2MLP": ("c_fc", "act"),  # transformers: c_fc -> act -> c_proj -> dropout
+    # transformers' MLPs of one linear layer, an activation and another (dropout after it, if any)
+    "GPT2MLP": ("c_fc", "act"),  # c_fc -> act -> c_proj -> dropout
+    **{name: ("c_fc", "act") for name in ("GPTNeoMLP", "GPTBigCodeMLP", "Starcoder2MLP")},
+    **{name: ("fc_in", "act") for name in ("GPTJMLP", "CodeGenMLP")},
+    **{name: ("dense_h_to_4h", "act") for name in ("GPTNeoXMLP", "PersimmonMLP")},
+    **{name: ("fc1", "activation_fn") for name in ("PhiMLP", "CLIPMLP", "SiglipMLP")},
+    "T5DenseActDense": ("wi", "act"),  # wi -> act -> dropout -> wo
+    "T5DenseGatedActDense": ("wi_0", "act"),  # wo(dropout(act(wi_0(x)) * wi_1(x))): the activation only
+    # BERT-style encoders' feed-forward first half: dense -> intermediate_act_fn
+    **{name: ("dense", "intermediate_act_fn") for name in (
+        "BertIntermediate", "RobertaIntermediate", "XLMRobertaIntermediate", "ElectraIntermediate",
+        "DebertaV2Intermediate")},
     # transformers' gated MLPs: down_proj(act_fn(gate_proj(x)) * up_proj(x))
     **{name: ("gate_proj", "act_fn") for name in (
-        "LlamaMLP", "MistralMLP", "Qwen2MLP", "Qwen3MLP", "GemmaMLP", "Gemma2MLP", "Olmo2MLP", "GraniteMLP")},
+        "LlamaMLP", "MistralMLP", "Qwen2MLP", "Qwen3MLP", "GemmaMLP", "Gemma2MLP", "Gemma3MLP", "Olmo2MLP",
+        "OlmoMLP", "GraniteMLP", "StableLmMLP", "CohereMLP", "SmolLM3MLP")},
 }
 
 #: Gated MLP blocks, by class name: (gate, up, down, activation) of ``down(act(gate(x)) * up(x))``. With
@@ -388,8 +400,12 @@ GATED: dict[str, tuple[str, str, str, str]] = {
 MERGEABLE: dict[str, tuple[str, ...]] = {
     **{name: ("q_proj", "k_proj", "v_proj") for name in (
         "LlamaAttention", "MistralAttention", "MixtralAttention", "Qwen2Attention", "Qwen3Attention",
-        "GemmaAttention", "Gemma2Attention", "Olmo2Attention", "GraniteAttention")},
-    "BertSelfAttention": ("query", "key", "value"),
+        "GemmaAttention", "Gemma2Attention", "Gemma3Attention", "Olmo2Attention", "OlmoAttention",
+        "GraniteAttention", "StableLmAttention", "CohereAttention", "SmolLM3Attention", "Starcoder2Attention",
+        "PhiAttention", "OPTAttention", "GPTJAttention", "GPTNeoSelfAttention", "CLIPAttention",
+        "SiglipAttention")},
+    **{name: ("query", "key", "value") for name in (
+        "BertSelfAttention", "RobertaSelfAttention", "XLMRobertaSelfAttention", "ElectraSelfAttention")},
 }
 
 #: Activation modules by class name -> the tiled_linear activation they compute
@@ -666,14 +682,16 @@ def swap(model: nn.Module, *, fuse: bool = True, variant: Optional[str] = None, 
       on a probe) a :class:`TiledConv1D`; they share the original Parameter objects,
       so tied weights stay tied and optimizer state stays valid;
     - with ``fuse``, the activation of a known MLP block (:data:`FUSABLE`: timm's ``Mlp``
-      and ``SwiGLU``, GPT-2's ``GPT2MLP``, Llama-style gated MLPs), or one that follows
+      and ``SwiGLU``; transformers' GPT-2-, GPT-J-, GPT-NeoX-, Phi-, CLIP- and T5-style MLPs,
+      BERT-style intermediate layers and Llama-style gated MLPs), or one that follows
       a linear layer in an ``nn.Sequential``, moves into the epilogue of that linear
       layer when it is one tilelab computes (:data:`ACTIVATION_CLASSES`, checked on
       a probe tensor) and the block's output stays the same on a probe input; the
       activation's place holds a :class:`FusedActivation` (identity). Activations of
       known blocks that are not fused are reported in ``left``. Also with ``fuse``, the
       query, key and value projections of a known attention block (:data:`MERGEABLE`:
-      Llama, Mistral, Mixtral, Qwen2/3, Gemma 1/2, OLMo 2, Granite, BERT) run as one
+      self-attention that projects one input three ways, e.g. Llama's, Qwen's, Gemma's,
+      Phi's, OPT's, GPT-J's, CLIP's, BERT's) run as one
       product on their weights laid back to back in one buffer (:class:`MergedProjections`;
       each Parameter object stays, as a view of that buffer, until :func:`unswap`). And a
       Llama-style gated MLP (:data:`GATED`) whose activation was fused becomes a
