@@ -652,3 +652,100 @@ def test_more_transformers_architectures(arch):
         # an attention key bias has no gradient (softmax ignores a shift of a query's logits): rounding only
         torch.testing.assert_close(p.grad, g, rtol=1e-4, atol=1e-6 * (1 + float(g.abs().max())) + 1e-8,
                                    msg=lambda msg: f"{name}: {msg}")
+
+
+# Gated MLPs with one gate-and-up layer (GATED_MERGED): down(up * act(gate)) for gate, up = gate_up(x).chunk(2, -1)
+ARCHITECTURES.update({
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", dict(_SMALL, num_key_value_heads=2, pad_token_id=0), None, 0, 2),
+    "glm": ("GlmConfig", "GlmForCausalLM", dict(_SMALL, num_key_value_heads=2, pad_token_id=0), None, 0, 2),
+    "glm4": ("Glm4Config", "Glm4ForCausalLM", dict(_SMALL, num_key_value_heads=2, pad_token_id=0), None, 0, 2),
+})
+
+
+class OpNames(torch.utils._python_dispatch.TorchDispatchMode):
+    """The names of the ops dispatched below it (below autograd: what the kernels run)."""
+
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.append(func.name())
+        return func(*args, **(kwargs or {}))
+
+
+class Phi3StyleMLP(nn.Module):
+    """transformers' Phi3MLP, by its class name: one gate-and-up layer, its halves gated."""
+
+    def __init__(self, d=16, ff=24, act=None, bias=False):
+        super().__init__()
+        self.gate_up_proj, self.down_proj = nn.Linear(d, 2 * ff, bias=bias), nn.Linear(ff, d, bias=False)
+        self.activation_fn = act if act is not None else nn.SiLU()
+
+    def forward(self, x):
+        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+        return self.down_proj(up * self.activation_fn(gate))
+
+
+Phi3StyleMLP.__name__ = "Phi3MLP"
+
+
+def test_merged_gate_and_up_as_one_gated_product():
+    """Without a gradient to record, the two halves of gate_up_proj's weight run as one tiled_gated_linear;
+    with one, the block's own ops: its output, gradients and unswap as the untouched block's."""
+    torch.manual_seed(0)
+    model = nn.Sequential(Phi3StyleMLP())
+    ref = copy.deepcopy(model)
+    report = swap(model)
+    assert report.gated == ["0"] and report.fused == [] and report.left == []
+    block = model[0]
+    assert isinstance(block, tilelab_torch.nn.TiledMergedGatedMLP) and block.activation == "silu"
+    assert list(model.state_dict()) == list(ref.state_dict())
+    x = torch.randn(3, 5, 16)
+    with ProductCount() as count, torch.no_grad():
+        torch.testing.assert_close(model(x), ref(x), rtol=1e-5, atol=1e-6)
+    assert count.widths == ["24+24", 16]  # one gated product on the halves, then down_proj
+    xg = x.clone().requires_grad_()
+    with OpNames() as ops:
+        y = model(xg)
+    # recording a gradient: the block's own products (gate_up_proj's 48 columns, then down_proj), no gated one
+    assert [n for n in ops.names if n.startswith("tilelab::")] == ["tilelab::tiled_mm"] * 2, ops.names
+    y.square().sum().backward()
+    ref(x.clone().requires_grad_()).square().sum().backward()
+    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6, msg=lambda m: f"{name}: {m}")
+    assert unswap(model) == 3 and type(model[0]).__name__ == "Phi3MLP"  # the block and its two linear layers
+    assert isinstance(model[0].gate_up_proj, nn.Linear) and not isinstance(model[0].gate_up_proj, TiledLinear)
+
+
+@pytest.mark.parametrize("case", ["bias", "odd", "activation"])
+def test_merged_gate_and_up_left_with_a_reason(case):
+    """A gate-and-up layer with a bias, an odd width (no two halves) or an activation the kernels lack stays
+    as it was, with the reason in `left`."""
+    block = {"bias": lambda: Phi3StyleMLP(bias=True), "odd": lambda: Phi3StyleMLP(ff=24),
+             "activation": lambda: Phi3StyleMLP(act=nn.Tanh())}[case]()
+    if case == "odd":
+        block.gate_up_proj = nn.Linear(16, 47, bias=False)
+    report = swap(nn.Sequential(block))
+    assert report.gated == []
+    why = dict(report.left)["0"]
+    assert {"bias": "has a bias", "odd": "odd number of outputs", "activation": "unknown activation Tanh"}[case] in why
+
+
+@pytest.mark.gpu
+def test_merged_gate_and_up_on_gpu():
+    """On the GPU (bf16): the halves of gate_up_proj's weight (the second a row view at an offset) run as one
+    tiled_gated_linear, the fused kernel where the device has it (an H100/H200 and an sm_90a build), with the
+    untouched block's output within bf16, at a row count past the swap's probe (400 rows: 128-row tiles)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(Phi3StyleMLP(d=256, ff=512)).to("cuda", torch.bfloat16)
+    ref = copy.deepcopy(model)
+    assert swap(model).gated == ["0"]
+    w = model[0].gate_up_proj.weight
+    x = torch.randn(4, 100, 256, device="cuda", dtype=torch.bfloat16)
+    probe = torch.empty(128, 64, device="cuda", dtype=torch.bfloat16)
+    fused_here = tilelab_torch.explain_gated(probe, probe, probe).kernel != "composed"
+    assert (tilelab_torch.explain_gated(x, w[:512], w[512:]).kernel != "composed") == fused_here
+    with torch.no_grad():
+        y, want = model(x), ref(x)
+    torch.testing.assert_close(y.float(), want.float(), rtol=3e-2, atol=3e-2)

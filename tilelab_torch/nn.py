@@ -284,25 +284,17 @@ class MergedProjections:
 _PLAIN = (Tensor, nn.Parameter)  # a weight's class when it is no tensor subclass
 
 
-class TiledGatedMLP(nn.Module):
-    """Stands where a gated MLP block was after :func:`swap` (:data:`GATED`: Llama-style
-    ``down(act(gate(x)) * up(x))``): ``down(tiled_gated_linear(x, gate.weight, up.weight))``,
-    the gate and up products in one kernel that never writes them (see
-    :func:`~tilelab_torch.tiled_gated_linear`; with a gradient to record, the same ops as before).
+class _GatedBlock(nn.Module):
+    """What the gated MLP replacements share: they hold the replaced block's own submodules under
+    their names (``state_dict`` keys and parameters are the block's), read any other attribute from
+    that block (:func:`unswap` puts it back), and compute ``activation``."""
 
-    It holds the block's own submodules under their names (``state_dict`` keys and parameters
-    are the block's) and reads any other attribute from the block it replaced
-    (:func:`unswap` puts that block back). An input or weight that is a tensor subclass (a
-    DTensor under tensor parallelism, whose plans convert inputs and outputs in hooks on the gate and up
-    layers themselves) takes the layers' own calls.
-    """
-
-    def __init__(self, block: nn.Module, names: tuple[str, str, str, str]):
+    def __init__(self, block: nn.Module, names: tuple[str, ...], activation: str):
         super().__init__()
         self.names = names
         for n in names:
             setattr(self, n, getattr(block, n))
-        self.activation = getattr(block, names[0]).activation
+        self.activation = activation
         object.__setattr__(self, _ORIGINAL, block)
         self.train(block.training)
 
@@ -314,6 +306,20 @@ class TiledGatedMLP(nn.Module):
             if original is None:
                 raise
             return getattr(original, name)
+
+
+class TiledGatedMLP(_GatedBlock):
+    """Stands where a gated MLP block was after :func:`swap` (:data:`GATED`: Llama-style
+    ``down(act(gate(x)) * up(x))``): ``down(tiled_gated_linear(x, gate.weight, up.weight))``,
+    the gate and up products in one kernel that never writes them (see
+    :func:`~tilelab_torch.tiled_gated_linear`; with a gradient to record, the same ops as before).
+
+    An input or weight that is a tensor subclass (a DTensor under tensor parallelism, whose plans
+    convert inputs and outputs in hooks on the gate and up layers themselves) takes the layers' own calls.
+    """
+
+    def __init__(self, block: nn.Module, names: tuple[str, str, str, str]):
+        super().__init__(block, names, getattr(block, names[0]).activation)
 
     def forward(self, x: Tensor) -> Tensor:
         mods = self._modules
@@ -327,6 +333,53 @@ class TiledGatedMLP(nn.Module):
 
     def extra_repr(self) -> str:
         return f"{self.names[0]} and {self.names[1]} as one tiled_gated_linear (activation={self.activation!r})"
+
+
+class TiledMergedGatedMLP(_GatedBlock):
+    """Stands where a gated MLP with one gate-and-up layer was after :func:`swap`
+    (:data:`GATED_MERGED`: Phi-3's and GLM's ``down(up * act(gate))`` for
+    ``gate, up = gate_up(x).chunk(2, -1)``): without a gradient to record,
+    ``down(tiled_gated_linear(x, W[:n], W[n:]))`` on the two halves of ``gate_up``'s weight, one
+    kernel that never writes the 2n-wide product. With a gradient to record, or a tensor subclass,
+    the block's own ops (one product, the activation and the multiply of its halves): its backward
+    stays the block's.
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        mods = self._modules
+        gate_up, down, act = mods[self.names[0]], mods[self.names[1]], mods[self.names[2]]
+        w = gate_up.weight
+        records = torch.is_grad_enabled() and (x.requires_grad or w.requires_grad)
+        if x.__class__ is Tensor and w.__class__ in _PLAIN and not records:
+            n = w.shape[0] // 2
+            h = torch.ops.tilelab.tiled_gated_linear.default(x, w[:n], w[n:], activation=self.activation)
+        else:
+            gate, up = gate_up(x).chunk(2, dim=-1)
+            h = up * act(gate)
+        return down(h)
+
+    def extra_repr(self) -> str:
+        return f"{self.names[0]}'s halves as one tiled_gated_linear (activation={self.activation!r})"
+
+
+def _put(model: nn.Module, name: str, block: nn.Module, new: _GatedBlock, layer: TiledLinear, what: str) -> str:
+    """Put ``new`` where ``block`` is (``name`` in ``model``) if the block's output stays the same on a probe
+    into ``layer``'s input width; "" when it did, else why not (``what``: the change, for the message)."""
+    if set(block._modules) != set(new.names):
+        return "the block has submodules besides " + ", ".join(new.names)
+    if layer.weight.device.type == "meta":
+        return "meta tensors: the replacement cannot be checked"
+    parent = model.get_submodule(name.rpartition(".")[0]) if "." in name else model
+    cname = name.rpartition(".")[2]
+    if parent._modules.get(cname) is not block:
+        return "the block is not its parent's child of that name"
+    x = _probe(5, layer.in_features, layer.weight)
+    with _evaluating(block), torch.no_grad():
+        why = _mismatch(new(x), block(x), None, None)
+    if why is not None:
+        return f"{what} changes the block's output: {why}"
+    setattr(parent, cname, new)
+    return ""
 
 
 def _gate(model: nn.Module, name: str, block: nn.Module, names: tuple[str, str, str, str]) -> tuple[bool, str]:
@@ -346,22 +399,30 @@ def _gate(model: nn.Module, name: str, block: nn.Module, names: tuple[str, str, 
     if gate.weight.shape != up.weight.shape or gate.weight.dtype != up.weight.dtype \
             or gate.weight.device != up.weight.device:
         return False, f"{g} and {u} differ in shape, dtype or device"
-    if set(block._modules) != set(names):
-        return False, "the block has submodules besides " + ", ".join(names)
-    if gate.weight.device.type == "meta":
-        return False, "meta tensors: the replacement cannot be checked"
-    parent = model.get_submodule(name.rpartition(".")[0]) if "." in name else model
-    cname = name.rpartition(".")[2]
-    if parent._modules.get(cname) is not block:
-        return False, "the block is not its parent's child of that name"
-    new = TiledGatedMLP(block, names)
-    x = _probe(5, gate.in_features, gate.weight)
-    with _evaluating(block), torch.no_grad():
-        why = _mismatch(new(x), block(x), None, None)
-    if why is not None:
-        return False, f"running {g} and {u} as one product changes the block's output: {why}"
-    setattr(parent, cname, new)
-    return True, ""
+    why = _put(model, name, block, TiledGatedMLP(block, names), gate, f"running {g} and {u} as one product")
+    return not why, why
+
+
+def _gate_merged(model: nn.Module, name: str, block: nn.Module, names: tuple[str, str, str]) -> tuple[bool, str]:
+    """Replace the gated MLP ``block`` with one gate-and-up layer (at ``name`` in ``model``) by a
+    :class:`TiledMergedGatedMLP` if that layer's halves can run as one tiled_gated_linear and the block's
+    output stays the same on a probe. Returns (replaced, why not)."""
+    gu, _, a = names
+    gate_up = getattr(block, gu, None)
+    if not isinstance(gate_up, TiledLinear) or gate_up.activation is not None or gate_up.merged is not None:
+        return False, f"{gu} is not a swapped linear layer without an activation"
+    if gate_up.bias is not None:
+        return False, f"{gu} has a bias"
+    if gate_up.variant is not None or gate_up.tile is not None:
+        return False, "a kernel is forced (variant/tile): the layer keeps it"
+    if gate_up.out_features % 2 != 0:
+        return False, f"{gu} has an odd number of outputs: no two halves"
+    activation, why = _identify(getattr(block, a, None))
+    if activation is None:
+        return False, why
+    why = _put(model, name, block, TiledMergedGatedMLP(block, names, activation), gate_up,
+               f"running {gu}'s halves as one tiled_gated_linear")
+    return not why, why
 
 
 # ---------------------------------------------------------------- swap / unswap
@@ -385,7 +446,7 @@ FUSABLE: dict[str, tuple[str, str]] = {
     # transformers' gated MLPs: down_proj(act_fn(gate_proj(x)) * up_proj(x))
     **{name: ("gate_proj", "act_fn") for name in (
         "LlamaMLP", "MistralMLP", "Qwen2MLP", "Qwen3MLP", "GemmaMLP", "Gemma2MLP", "Gemma3MLP", "Olmo2MLP",
-        "OlmoMLP", "GraniteMLP", "StableLmMLP", "CohereMLP", "SmolLM3MLP")},
+        "OlmoMLP", "GraniteMLP", "StableLmMLP", "CohereMLP", "SmolLM3MLP", "Glm4MoeMLP")},
 }
 
 #: Gated MLP blocks, by class name: (gate, up, down, activation) of ``down(act(gate(x)) * up(x))``. With
@@ -393,6 +454,13 @@ FUSABLE: dict[str, tuple[str, str]] = {
 #: ``tiled_gated_linear`` (:class:`TiledGatedMLP`).
 GATED: dict[str, tuple[str, str, str, str]] = {
     name: ("gate_proj", "up_proj", "down_proj", "act_fn") for name, (lin, _) in FUSABLE.items() if lin == "gate_proj"}
+
+#: Gated MLP blocks with one gate-and-up layer, by class name: (gate_up, down, activation) of
+#: ``down(up * act(gate))`` for ``gate, up = gate_up(x).chunk(2, -1)``. With ``fuse``, swap runs the
+#: layer's two halves as one ``tiled_gated_linear`` (:class:`TiledMergedGatedMLP`).
+GATED_MERGED: dict[str, tuple[str, str, str]] = {
+    name: ("gate_up_proj", "down_proj", "activation_fn") for name in (
+        "Phi3MLP", "Phi4MultimodalMLP", "GlmMLP", "Glm4MLP")}
 
 #: Known attention blocks, by class name: the linear layers the block calls one after the
 #: other on the same input (its query, key and value projections). With ``fuse``, swap runs
@@ -436,8 +504,8 @@ class SwapReport:
     """What :func:`swap` did. ``swapped``: qualified names of the replaced modules;
     ``fused``: ``(linear layer, activation)`` pairs; ``merged``: the groups of linear
     layers that run as one product (:class:`MergedProjections`); ``gated``: the gated MLP
-    blocks replaced by a :class:`TiledGatedMLP`; ``left``: ``(name, reason)`` for linear-like
-    modules, activations, groups and blocks it left as they were."""
+    blocks replaced by a :class:`TiledGatedMLP` or :class:`TiledMergedGatedMLP`; ``left``:
+    ``(name, reason)`` for linear-like modules, activations, groups and blocks it left as they were."""
 
     swapped: list[str] = field(default_factory=list)
     fused: list[tuple[str, str]] = field(default_factory=list)
@@ -695,7 +763,9 @@ def swap(model: nn.Module, *, fuse: bool = True, variant: Optional[str] = None, 
       product on their weights laid back to back in one buffer (:class:`MergedProjections`;
       each Parameter object stays, as a view of that buffer, until :func:`unswap`). And a
       Llama-style gated MLP (:data:`GATED`) whose activation was fused becomes a
-      :class:`TiledGatedMLP`: its gate and up products run as one ``tiled_gated_linear``.
+      :class:`TiledGatedMLP`: its gate and up products run as one ``tiled_gated_linear``;
+      one with a single gate-and-up layer (:data:`GATED_MERGED`: Phi-3, GLM) becomes a
+      :class:`TiledMergedGatedMLP`: that layer's two halves run as one ``tiled_gated_linear``.
     - state_dict keys do not change.
     - ``variant``/``tile`` force a kernel for every swapped module, as for :func:`tiled_mm`.
     - ``sample`` (a tensor, a tuple of positional inputs or a dict of keyword inputs):
@@ -759,13 +829,14 @@ def swap(model: nn.Module, *, fuse: bool = True, variant: Optional[str] = None, 
                     report.merged.append(tuple(prefix + n for n in names))
                 elif why:
                     report.left.append((prefix + names[0], why))
-            gated = GATED.get(type(module).__name__)
-            if gated is not None and name:
-                replaced, why = _gate(model, name, module, gated)
-                if replaced:
-                    report.gated.append(name)
-                elif why:
-                    report.left.append((name, why))
+            for table, gate in ((GATED, _gate), (GATED_MERGED, _gate_merged)):
+                names = table.get(type(module).__name__)
+                if names is not None and name:
+                    replaced, why = gate(model, name, module, names)
+                    if replaced:
+                        report.gated.append(name)
+                    elif why:
+                        report.left.append((name, why))
     if sample is not None:
         with _evaluating(model):
             why = _mismatch(_call(model, sample), ref, rtol, atol)
@@ -789,7 +860,7 @@ def unswap(model: nn.Module) -> int:
     # finds them.
     for _, parent in list(model.named_modules()):
         for cname, child in list(parent.named_children()):
-            if isinstance(child, TiledGatedMLP):
+            if isinstance(child, _GatedBlock):
                 original = child.__dict__[_ORIGINAL]
                 for n in child.names:
                     setattr(original, n, child._modules[n])
