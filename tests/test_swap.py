@@ -320,6 +320,19 @@ def test_timm_vit():
     assert list(model.state_dict()) == keys
 
 
+def test_timm_norm_mlp():
+    """timm's NormMlp (TinyViT: a norm before fc1) has its activation fused into fc1, the model's output
+    unchanged."""
+    timm = pytest.importorskip("timm")
+    torch.manual_seed(0)
+    model = timm.create_model("tiny_vit_5m_224", pretrained=False, num_classes=10).eval()
+    x = torch.randn(1, 3, 224, 224)
+    report = swap(model, sample=x)
+    n = sum(type(m).__name__ == "NormMlp" for m in model.modules())
+    assert n > 0 and len([f for f in report.fused if f[0].endswith("mlp.fc1")]) == n, report.fused
+    assert report.left == []
+
+
 def test_compile_swapped_model():
     """torch.compile(fullgraph=True) traces the swapped modules (fused activations included)."""
     torch._dynamo.reset()

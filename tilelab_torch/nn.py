@@ -430,6 +430,7 @@ def _gate_merged(model: nn.Module, name: str, block: nn.Module, names: tuple[str
 #: its output and to nothing else). The activation can run in that layer's epilogue.
 FUSABLE: dict[str, tuple[str, str]] = {
     "Mlp": ("fc1", "act"),  # timm: fc1 -> act -> drop1 -> norm -> fc2 -> drop2
+    "NormMlp": ("fc1", "act"),  # timm (TinyViT): norm -> fc1 -> act -> drop1 -> fc2 -> drop2
     "SwiGLU": ("fc1_g", "act"),  # timm: fc2(norm(drop(act(fc1_g(x)) * fc1_x(x))))
     # transformers' MLPs of one linear layer, an activation and another (dropout after it, if any)
     "GPT2MLP": ("c_fc", "act"),  # c_fc -> act -> c_proj -> dropout
@@ -749,8 +750,8 @@ def swap(model: nn.Module, *, fuse: bool = True, variant: Optional[str] = None, 
       every transformers ``Conv1D`` (recognised by its class name and shapes, checked
       on a probe) a :class:`TiledConv1D`; they share the original Parameter objects,
       so tied weights stay tied and optimizer state stays valid;
-    - with ``fuse``, the activation of a known MLP block (:data:`FUSABLE`: timm's ``Mlp``
-      and ``SwiGLU``; transformers' GPT-2-, GPT-J-, GPT-NeoX-, Phi-, CLIP- and T5-style MLPs,
+    - with ``fuse``, the activation of a known MLP block (:data:`FUSABLE`: timm's ``Mlp``,
+      ``NormMlp`` and ``SwiGLU``; transformers' GPT-2-, GPT-J-, GPT-NeoX-, Phi-, CLIP- and T5-style MLPs,
       BERT-style intermediate layers and Llama-style gated MLPs), or one that follows
       a linear layer in an ``nn.Sequential``, moves into the epilogue of that linear
       layer when it is one tilelab computes (:data:`ACTIVATION_CLASSES`, checked on
