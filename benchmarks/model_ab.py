@@ -338,9 +338,26 @@ def time_steps(fn: Callable, device: str, rep_ms: float, min_steps: int, max_ste
     t0 = time.perf_counter()
     fn()
     sync(device)
-    est = (time.perf_counter() - t0) * 1e3
-    n = int(min(max_steps, max(min_steps, rep_ms / max(est, 1e-3))))
-    return common.median_call_ms(fn, n, device)
+    return common.median_call_ms(fn, step_count((time.perf_counter() - t0) * 1e3, rep_ms, min_steps, max_steps),
+                                 device)
+
+
+def step_count(est_ms: float, rep_ms: float, min_steps: int, max_steps: int = 50) -> int:
+    """How many steps of about est_ms to time: as many as fit in rep_ms, at least min_steps, at most max_steps."""
+    return int(min(max_steps, max(min_steps, rep_ms / max(est_ms, 1e-3))))
+
+
+def fresh_optimizer(module: nn.Module, mode: str, capturable: bool = False) -> Optional[torch.optim.Optimizer]:
+    """A new AdamW over module's parameters for the training step (no state shared between routings); None
+    for the forward."""
+    if mode != "train":
+        return None
+    return torch.optim.AdamW(module.parameters(), lr=1e-4, foreach=True, capturable=capturable)
+
+
+def failure(routing: str, e: Exception) -> str:
+    """A failed routing's note."""
+    return f"{routing} failed: {type(e).__name__}: {first_line(e)}"
 
 
 def restore(module: nn.Module, snapshot: list[Tensor]) -> None:
@@ -356,10 +373,9 @@ def routed_step(m: Model, routing: str, mode: str, x: Tensor, y: Tensor, snapsho
     a fresh AdamW (every routing the same start, no shared optimizer state); afterwards the gradients are
     dropped and, on CUDA, the cached memory freed."""
     m.module.train(mode == "train")
-    opt = None
     if mode == "train":
         restore(m.module, snapshot)
-        opt = torch.optim.AdamW(m.module.parameters(), lr=1e-4, foreach=True, capturable=capturable)
+    opt = fresh_optimizer(m.module, mode, capturable)
     try:
         with routed(m.module, routing):
             yield make_step(m, mode, x, y, opt)
@@ -400,12 +416,11 @@ def measure_alternating(m: Model, mode: str, x: Tensor, y: Tensor, snapshot: lis
                 mod.train(mode == "train")
                 if r != "cublas":
                     tilelab_torch.swap(mod, fuse=r == "swap(fuse=True)")
-                opt = torch.optim.AdamW(mod.parameters(), lr=1e-4, foreach=True) if mode == "train" else None
-                steps[r] = make_step(with_module(m, mod), mode, x, y, opt)
+                steps[r] = make_step(with_module(m, mod), mode, x, y, fresh_optimizer(mod, mode))
                 for _ in range(2):  # untimed
                     steps[r]()
             except Exception as e:  # noqa: BLE001 - one failed routing must not end the sweep
-                failed[r] = f"{r} failed: {type(e).__name__}: {first_line(e)}"
+                failed[r] = failure(r, e)
                 steps.pop(r, None)
         sync(args.device)
         t0 = time.perf_counter()
@@ -413,15 +428,14 @@ def measure_alternating(m: Model, mode: str, x: Tensor, y: Tensor, snapshot: lis
             step()
         sync(args.device)
         est = (time.perf_counter() - t0) * 1e3 / max(len(steps), 1)
-        n = int(min(50, max(args.min_steps, args.rep_ms / max(est, 1e-3))))
         times: dict = {r: [] for r in steps}
-        for i in range(n):
+        for i in range(step_count(est, args.rep_ms, args.min_steps)):
             order = [r for r in steps if r not in failed]
             for r in order[i % len(order):] + order[:i % len(order)] if order else []:
                 try:
                     times[r].append(common.median_call_ms(steps[r], 1, args.device))
                 except Exception as e:  # noqa: BLE001
-                    failed[r] = f"{r} failed: {type(e).__name__}: {first_line(e)}"
+                    failed[r] = failure(r, e)
         return {r: statistics.median(v) for r, v in times.items() if r not in failed}
     finally:
         steps.clear()  # the copies, their optimizers and gradients: before the cache is freed
@@ -810,7 +824,7 @@ def config_rows(m: Model, dkey: str, batch: int, seq: Optional[int], x: Tensor, 
                     try:
                         times[r].append(measure(m, r, mode, graphs, x, y, snapshot, args))
                     except Exception as e:  # noqa: BLE001 - one failed routing must not end the sweep
-                        failed[r] = f"{r} failed: {type(e).__name__}: {first_line(e)}"
+                        failed[r] = failure(r, e)
             ms = {r: None if r in failed else statistics.median(v) for r, v in times.items()}
             c = ms["cublas"]
             for r in ROUTINGS[1:]:

@@ -626,6 +626,10 @@ ARCHITECTURES = {
     "clip_text": ("CLIPTextConfig", "CLIPTextModel", dict(hidden_size=64, intermediate_size=128, num_attention_heads=4,
                                                           num_hidden_layers=2, vocab_size=100, hidden_act="gelu"),
                   "gelu", 2, 0),
+    # gated MLPs with one gate-and-up layer (GATED_MERGED): down(up * act(gate)), gate, up = gate_up(x).chunk(2, -1)
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", dict(_SMALL, num_key_value_heads=2, pad_token_id=0), None, 0, 2),
+    "glm": ("GlmConfig", "GlmForCausalLM", dict(_SMALL, num_key_value_heads=2, pad_token_id=0), None, 0, 2),
+    "glm4": ("Glm4Config", "Glm4ForCausalLM", dict(_SMALL, num_key_value_heads=2, pad_token_id=0), None, 0, 2),
 }
 
 
@@ -666,13 +670,6 @@ def test_more_transformers_architectures(arch):
         torch.testing.assert_close(p.grad, g, rtol=1e-4, atol=1e-6 * (1 + float(g.abs().max())) + 1e-8,
                                    msg=lambda msg: f"{name}: {msg}")
 
-
-# Gated MLPs with one gate-and-up layer (GATED_MERGED): down(up * act(gate)) for gate, up = gate_up(x).chunk(2, -1)
-ARCHITECTURES.update({
-    "phi3": ("Phi3Config", "Phi3ForCausalLM", dict(_SMALL, num_key_value_heads=2, pad_token_id=0), None, 0, 2),
-    "glm": ("GlmConfig", "GlmForCausalLM", dict(_SMALL, num_key_value_heads=2, pad_token_id=0), None, 0, 2),
-    "glm4": ("Glm4Config", "Glm4ForCausalLM", dict(_SMALL, num_key_value_heads=2, pad_token_id=0), None, 0, 2),
-})
 
 
 class OpNames(torch.utils._python_dispatch.TorchDispatchMode):

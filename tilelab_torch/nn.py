@@ -362,6 +362,11 @@ class TiledMergedGatedMLP(_GatedBlock):
         return f"{self.names[0]}'s halves as one tiled_gated_linear (activation={self.activation!r})"
 
 
+def _bare(layer: Any) -> bool:
+    """Whether ``layer`` is a swapped linear layer computing its product alone (no activation, not merged)."""
+    return isinstance(layer, TiledLinear) and layer.activation is None and layer.merged is None
+
+
 def _put(model: nn.Module, name: str, block: nn.Module, new: _GatedBlock, layer: TiledLinear, what: str) -> str:
     """Put ``new`` where ``block`` is (``name`` in ``model``) if the block's output stays the same on a probe
     into ``layer``'s input width; "" when it did, else why not (``what``: the change, for the message)."""
@@ -390,7 +395,7 @@ def _gate(model: nn.Module, name: str, block: nn.Module, names: tuple[str, str, 
     gate, up = getattr(block, g, None), getattr(block, u, None)
     if not isinstance(getattr(block, a, None), FusedActivation) or not isinstance(gate, TiledLinear):
         return False, ""  # the activation was not fused: `left` says why
-    if not isinstance(up, TiledLinear) or up.activation is not None or up.merged is not None:
+    if not _bare(up):
         return False, f"{u} is not a swapped linear layer without an activation"
     if gate.bias is not None or up.bias is not None:
         return False, f"{g} or {u} has a bias"
@@ -409,7 +414,7 @@ def _gate_merged(model: nn.Module, name: str, block: nn.Module, names: tuple[str
     output stays the same on a probe. Returns (replaced, why not)."""
     gu, _, a = names
     gate_up = getattr(block, gu, None)
-    if not isinstance(gate_up, TiledLinear) or gate_up.activation is not None or gate_up.merged is not None:
+    if not _bare(gate_up):
         return False, f"{gu} is not a swapped linear layer without an activation"
     if gate_up.bias is not None:
         return False, f"{gu} has a bias"

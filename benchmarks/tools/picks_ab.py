@@ -99,6 +99,20 @@ class Operands(NamedTuple):
     tiled: Callable
     torch_op: Callable
 
+    def tilelab_us(self, variant=None) -> float:
+        """µs a call of the tilelab op (forced to `variant`; None: the dispatcher's pick), B's copies cycled."""
+        def calls():
+            for b in self.bs:
+                self.tiled(self.a, b, variant=variant)
+        return kernel_us(calls, len(self.bs))
+
+    def cublas_us(self) -> float:
+        """µs a call of torch's op (cuBLAS), B's copies cycled."""
+        def calls():
+            for b in self.bs:
+                self.torch_op(self.a, b)
+        return kernel_us(calls, len(self.bs))
+
 
 def cold_operands(dtype: str, op: str, product: str, shape: tuple[int, int, int, int], b_mb: int,
                   max_copies: int = MAX_COPIES) -> Operands:
@@ -122,29 +136,19 @@ def cold_operands(dtype: str, op: str, product: str, shape: tuple[int, int, int,
 
 def measure(m: Moved, b_mb: int, max_copies: int = MAX_COPIES) -> dict:
     """The old pick, the new pick and cuBLAS on m, each verified against float64 first."""
-    a, bs, ref, tiled, torch_op = cold_operands(m.dtype, m.op, m.product, m.shape, b_mb, max_copies)
+    ops = cold_operands(m.dtype, m.op, m.product, m.shape, b_mb, max_copies)
     row = {"dtype": m.dtype, "product": m.product, "op": m.op, "shape": "x".join(map(str, m.shape))}
     for side, (kernel, splits) in (("old", m.old), ("new", m.new)):
         torch.ops.tilelab._set_split_k(splits)
         try:
-            err = common.rel_err(tiled(a, bs[0], variant=kernel), ref)
+            err = common.rel_err(ops.tiled(ops.a, ops.bs[0], variant=kernel), ops.ref)
             if common.status(err, m.dtype) != "OK":
                 raise RuntimeError(f"{kernel} s{splits} on {row['shape']} ({m.dtype} {m.product}): error {err:.3g}")
-
-            def calls(kernel=kernel):
-                for x in bs:
-                    tiled(a, x, variant=kernel)
-
-            row.update({f"{side}_kernel": kernel, f"{side}_splits": splits, f"{side}_us": kernel_us(calls, len(bs)),
+            row.update({f"{side}_kernel": kernel, f"{side}_splits": splits, f"{side}_us": ops.tilelab_us(kernel),
                         f"{side}_rel_err": err})
         finally:
             torch.ops.tilelab._set_split_k(0)
-
-    def cublas():
-        for x in bs:
-            torch_op(a, x)
-
-    row["cublas_us"] = kernel_us(cublas, len(bs))
+    row["cublas_us"] = ops.cublas_us()
     row["new_over_old"] = row["new_us"] / row["old_us"]
     return row
 

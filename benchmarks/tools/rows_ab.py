@@ -15,8 +15,8 @@ skipped), checked against float64 (a row out of tolerance is listed, not timed) 
 times: kernel durations (CUPTI) over a CUDA graph of one call per copy, µs a call, a second pass included.
 --models takes the problems from a model_ab.py --breakdown file instead: each GEMM of each model config, its
 forward, dX and dW products in the layouts autograd gives them (an nn.Linear's x @ W.t(), dY @ W and dY^T X;
-a Conv1D's x @ W, dY @ W.t() and X^T dY). Prints a line a problem: cuBLAS, the dispatcher's pick and the fastest rows; --out writes every
-measurement as JSON. A problem listed under several names is timed once.
+a Conv1D's x @ W, dY @ W.t() and X^T dY). Prints a line a problem: cuBLAS, the dispatcher's pick and the
+fastest rows; --out writes every measurement as JSON. A problem listed under several names is timed once.
 """
 from __future__ import annotations
 
@@ -94,23 +94,12 @@ def candidates(dtype: str, families: list[str]) -> list[str]:
 
 def measure(p: Listed, rows: list[str], splits: list[int], b_mb: int, max_copies: int) -> dict:
     """cuBLAS, the dispatcher's pick and every row x split count that runs p, each checked first."""
-    a, bs, ref, tiled, torch_op = picks_ab.cold_operands(p.dtype, p.op, p.product, p.shape, b_mb, max_copies)
-    b = bs[0]
-
-    def timed(variant=None):
-        def calls():
-            for x in bs:
-                tiled(a, x, variant=variant)
-        return picks_ab.kernel_us(calls, len(bs))
-
-    def cublas():
-        for x in bs:
-            torch_op(a, x)
-
+    ops = picks_ab.cold_operands(p.dtype, p.op, p.product, p.shape, b_mb, max_copies)
+    a, b = ops.a, ops.bs[0]
     pick = tilelab_torch.explain(a, b)
     row = {"dtype": p.dtype, "product": p.product, "op": p.op, "shape": "x".join(map(str, p.shape)),
-           "cublas_us": picks_ab.kernel_us(cublas, len(bs)), "pick_kernel": pick.kernel,
-           "pick_splits": pick.details.get("split_k", 1), "pick_us": timed(), "rows": []}
+           "cublas_us": ops.cublas_us(), "pick_kernel": pick.kernel,
+           "pick_splits": pick.details.get("split_k", 1), "pick_us": ops.tilelab_us(), "rows": []}
     for name in rows:
         for s in splits:
             torch.ops.tilelab._set_split_k(s)
@@ -121,9 +110,10 @@ def measure(p: Listed, rows: list[str], splits: list[int], b_mb: int, max_copies
                     break
                 if got != s:  # the row clamps this count (one k-tile a slice, or no split-K at all)
                     continue
-                err = common.rel_err(tiled(a, b, variant=name), ref)
+                err = common.rel_err(ops.tiled(a, b, variant=name), ops.ref)
                 ok = common.status(err, p.dtype) == "OK"
-                row["rows"].append({"kernel": name, "splits": s, "rel_err": err, "us": timed(name) if ok else None})
+                row["rows"].append({"kernel": name, "splits": s, "rel_err": err,
+                                    "us": ops.tilelab_us(name) if ok else None})
             finally:
                 torch.ops.tilelab._set_split_k(0)
     return row

@@ -475,6 +475,17 @@ __device__ __forceinline__ void bar_sync(int id, int threads) {
 __device__ __forceinline__ void bar_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+// A consumer warp's first epilogue box: warp `warp` of consumer warpgroup `c`, `bufs` boxes each.
+__device__ __forceinline__ uint32_t warp_boxes(uint32_t staging, int c, int warp, int bufs) {
+  return staging + ((c * 4 + warp) * bufs) * kStoreBoxBytes;
+}
+// Where in its row g of a 128-byte-swizzled box of kSize-byte elements lane (g, t) puts its first pair, columns
+// 2t and 2t + 1 (the row's 16-byte chunk ch at (ch ^ g % 8) * 16: the TMA's 128-byte swizzle). Row g starts at
+// g * 128, row g + 8 at (g + 8) * 128; group qq's columns are an XOR with qq * 8 * kSize.
+template <int kSize>
+__device__ __forceinline__ uint32_t swizzled_pair(int g, int t) {
+  return ((((2 * t * kSize) >> 4) ^ g) << 4) | ((2 * t * kSize) & 15);
+}
 // Two adjacent outputs into an epilogue box at shared address `at`, as T: fp32 8 bytes, half one 32-bit word.
 template <typename T>
 __device__ __forceinline__ void stage_pair(uint32_t at, float x, float y) {
@@ -836,7 +847,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
           if constexpr (kActivate) activate_all<true>(p.act, d[0]);
           // The warp's box: BN rows (C's rows n0..) of 16 columns (C's columns mrow..), 32 bytes a row, in
           // this warp's two staging buffers (4 KB), free once its last store has read them.
-          const uint32_t buf = staging + ((c * 4 + warp) * kBufs) * kStoreBoxBytes;
+          const uint32_t buf = warp_boxes(staging, c, warp, kBufs);
           if (lane == 0) bulk_wait_read<0>();
           __syncwarp();
           // Lane (g, t) holds C^T(g + 8r, n) and C^T(g + 8r, n + 1), n = 8q + 2t: C[n][g + 8r] and
@@ -908,8 +919,8 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
           constexpr int kSize = static_cast<int>(sizeof(T));
           constexpr int kBoxCols = kTileK;  // a box is 128 bytes wide
           constexpr int kBoxes = (kOutN + kBoxCols - 1) / kBoxCols, kTailCols = store_tail_cols<T, kOutN>();
-          const uint32_t tb = ((((2 * t * kSize) >> 4) ^ g) << 4) | ((2 * t * kSize) & 15);
-          const uint32_t boxes = staging + ((c * 4 + warp) * kBufs) * kStoreBoxBytes;  // this warp's buffers
+          const uint32_t tb = swizzled_pair<kSize>(g, t);
+          const uint32_t boxes = warp_boxes(staging, c, warp, kBufs);  // this warp's buffers
           const uint32_t box0 = boxes + g * 128 + tb;
           // An even number of boxes a tile: every tile starts on buffer 0 (known at compile time); an odd
           // number (128 x 192 and 128 x 160 half tiles: 3) carries the alternation from tile to tile. One
@@ -977,9 +988,8 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
         constexpr int kSize = static_cast<int>(sizeof(T));
         constexpr int kBoxCols = kTileK;  // a box row is 128 bytes
         constexpr int kBoxes = (BN + kBoxCols - 1) / kBoxCols;
-        const uint32_t boxes = staging + ((c * 4 + warp) * kBufs) * kStoreBoxBytes;  // this warp's first buffer
-        // This thread's rows g and g + 8, columns 2t of an 8-column group, swizzled as in the TMA path above.
-        const uint32_t wr = boxes + g * 128 + (((((2 * t * kSize) >> 4) ^ g) << 4) | ((2 * t * kSize) & 15));
+        const uint32_t boxes = warp_boxes(staging, c, warp, kBufs);  // this warp's first buffer
+        const uint32_t wr = boxes + g * 128 + swizzled_pair<kSize>(g, t);  // this thread's rows g and g + 8
 #pragma unroll
         for (int h = 0; h < kHalves; ++h) {
           const int mrow0 = m0 + (kPingPong ? h : c) * 64 + warp * 16;
