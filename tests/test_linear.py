@@ -272,6 +272,36 @@ def test_training_path_gradients_on_gpu():
             assert err <= 2e-2, f"{act}: {err:.3g}"
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", HALF, ids=["bf16", "fp16"])
+def test_gradients_through_unaligned_rows(dtype):
+    """An output whose rows are not 16-byte aligned (N = 1001, as GPT-2's lm_head's 50257): its gradient is copied
+    into aligned rows once for both products (autograd.cpp, rows_aligned_once), which read the padded view in
+    place; dX, dW and the bias's gradient as F.linear's, and a double backward through the copy."""
+    torch.manual_seed(5)
+    x = torch.randn(3, 50, 256, device="cuda", dtype=dtype, requires_grad=True)
+    w = (torch.randn(1001, 256, device="cuda", dtype=dtype) / 16).requires_grad_()
+    b = torch.randn(1001, device="cuda", dtype=dtype, requires_grad=True)
+    for bias in (None, b):
+        inputs = (x, w) if bias is None else (x, w, b)
+        y = linear(x, w, bias)
+        g = torch.randn_like(y)
+        got = torch.autograd.grad(y, inputs, g, create_graph=True)
+        x64, w64, g64 = x.double(), w.double(), g.double()
+        ref = [g64 @ w64, g64.flatten(0, 1).t() @ x64.flatten(0, 1), g64.sum((0, 1))]
+        scale = [g64.abs() @ w64.abs(), g64.abs().flatten(0, 1).t() @ x64.abs().flatten(0, 1),
+                 g64.abs().sum((0, 1))]
+        for name, a, r, sc in zip(("dX", "dW", "db"), got, ref, scale):
+            err = float((a.double() - r).abs().max() / sc.max())
+            assert err <= TOL[dtype], f"bias={bias is not None} {name}: {err:.3g}"
+        # Double backward: <dX, v> with dX = g @ W has the gradient g^T v in W.
+        v = torch.randn_like(x)
+        (gg,) = torch.autograd.grad((got[0] * v).sum(), w)
+        g2, v2 = g64.flatten(0, 1), v.double().flatten(0, 1)
+        err = float((gg.double() - g2.t() @ v2).abs().max() / (g2.abs().t() @ v2.abs()).max())
+        assert err <= TOL[dtype], f"bias={bias is not None} double backward: {err:.3g}"
+
+
 @pytest.fixture
 def split_k():
     """Force the split-K count; restored to the estimate afterwards."""
