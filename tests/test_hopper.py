@@ -257,6 +257,86 @@ def test_split_k_added_in_the_kernel(high, config, shape, splits, how):
         torch.ops.tilelab._set_split_reduce(None)
 
 
+# The rows that run stream-K: the cooperative ones (ping-pong's warpgroups take turns by tile; swap-AB stores C
+# transposed from a register path of its own).
+STREAM_K_NAMES = [k.name for k in ROWS if k.variant not in ("hopper_pingpong", "hopper_swap")]
+# (M, K, N): ViT-B/16's fc2 at batch 8 (78 tiles of 128x128 over 48 k-steps: every tile cut between two or three
+# blocks); a K tail (47 k-steps and 7 elements); fewer k-tiles than SMs (blocks of one k-tile, a tile finished
+# from many); more tiles than SMs (a block's range holds whole tiles between its pieces); K = 4097 (rows copied
+# to aligned ones first).
+STREAM_K_SHAPES = [(1576, 3072, 768), (300, 3015, 264), (129, 100, 200), (2000, 300, 2112), (200, 4097, 136)]
+
+
+@pytest.mark.parametrize("blocks", ["sms", 7])
+@pytest.mark.parametrize("shape", STREAM_K_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("config", STREAM_K_NAMES + TF32_NAMES)
+def test_stream_k(high, config, shape, blocks):
+    """Stream-K (forced by _set_stream_k: a block an SM, or 7 blocks with long ranges of k-tiles): the blocks
+    share the tiles' k-tiles evenly, and the block holding a tile's first k-tile adds the other blocks' sums
+    before its epilogue. Against float64 with
+    a poisoned output, with a column bias and an activation (and its pre-activation output, the training
+    path), a column-major A (dY^T) and a batch sharing B; two calls bitwise equal; explain() reports it."""
+    M, K, N = shape
+    seed = fresh_seed()
+    dtype = torch.float32 if config in TF32_NAMES else torch.bfloat16
+    tol = TOL_TF32 if dtype == torch.float32 else TOL[dtype]
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    x = torch.randn(M, K, device="cuda", dtype=dtype)
+    w = torch.randn(N, K, device="cuda", dtype=dtype)
+    bias = torch.randn(N, device="cuda", dtype=dtype)
+    w64 = w.double()
+    torch.ops.tilelab._set_stream_k(sms if blocks == "sms" else blocks)
+    try:
+        e = tilelab_torch.explain(x, w.t(), variant=config)
+        assert 0 < e.details["stream_k"] <= (sms if blocks == "sms" else blocks), e
+        assert e.details["split_k"] == 1, e
+        assert "stream-K" in e.reason, e
+        for act in (None, "gelu"):
+            got = _checked_linear(config, x, w, bias, act, tol, f"{config} {shape} stream-K, {act}, seed={seed}")
+            again = torch.ops.tilelab.tiled_linear(x, w, bias, activation=act, variant=config)
+            assert torch.equal(got, again), f"{config} {shape} stream-K, {act}: two calls differ"
+        # The training path: the activation and the value before it, both stored by the finishing block.
+        xg = x.detach().requires_grad_()
+        out = torch.ops.tilelab.tiled_linear(xg, w, bias, activation="silu", variant=config)
+        out.sum().backward()
+        ref = torch.nn.functional.silu(x.double() @ w64.t() + bias.double())
+        scale = (x.double().abs() @ w64.abs().t() + bias.double().abs()).norm()
+        assert float((out.double() - ref).norm() / scale) <= tol, f"{config} {shape} stream-K silu, seed={seed}"
+        pre = x.double() @ w64.t() + bias.double()
+        s = torch.sigmoid(pre)
+        dsilu = s * (1 + pre * (1 - s))
+        err = float((xg.grad.double() - dsilu @ w64).norm() / (dsilu.abs() @ w64.abs()).norm())
+        assert err <= tol, f"{config} {shape} stream-K dX: {err:.3g}, seed={seed}"
+        # A column-major A (dY^T in a weight gradient) and a batch of 2 sharing B.
+        a = torch.randn(2, K, M, device="cuda", dtype=dtype).transpose(1, 2)
+        assert tilelab_torch.explain(a, w.t().expand(2, K, N), variant=config).details["stream_k"] > 0
+        got = torch.ops.tilelab.tiled_bmm(a, w.t().expand(2, K, N), variant=config)
+        ref = a.double() @ w64.t()
+        err = float((got.double() - ref).norm() / (a.double().abs() @ w64.abs().t()).norm())
+        assert err <= tol, f"{config} bmm 2 x {shape} stream-K: {err:.3g}, seed={seed}"
+    finally:
+        torch.ops.tilelab._set_stream_k(None)
+
+
+@pytest.mark.parametrize("config", [k.name for k in ROWS if k.name not in STREAM_K_NAMES + TF32_NAMES])
+def test_stream_k_only_where_a_row_runs_it(config):
+    """Forced stream-K leaves the rows that cannot run it (ping-pong, swap-AB) and products whose output the TMA
+    store cannot write (rows not 16-byte aligned) on their own decomposition, still exact."""
+    x = torch.randn(1576, 3072, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(768, 3072, device="cuda", dtype=torch.bfloat16)
+    torch.ops.tilelab._set_stream_k(torch.cuda.get_device_properties(0).multi_processor_count)
+    try:
+        assert tilelab_torch.explain(x, w.t(), variant=config).details["stream_k"] == 0
+        assert rel_err(torch.ops.tilelab.tiled_mm(x, w.t(), variant=config), x, w.t()) <= TOL[torch.bfloat16]
+        w_odd = torch.randn(765, 3072, device="cuda", dtype=torch.bfloat16)
+        e = tilelab_torch.explain(x, w_odd.t(), variant="hopper_128x128x64")
+        assert e.details["stream_k"] == 0, e
+        got = torch.ops.tilelab.tiled_mm(x, w_odd.t(), variant="hopper_128x128x64")
+        assert rel_err(got, x, w_odd.t()) <= TOL[torch.bfloat16]
+    finally:
+        torch.ops.tilelab._set_stream_k(None)
+
+
 @pytest.mark.parametrize("config", ROW_NAMES + TF32_NAMES)
 def test_activation_in_every_layout(high, config):
     """tiled_linear with an activation where x or W is a transposed view (A m-contiguous, B n-contiguous). A
