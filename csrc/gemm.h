@@ -55,10 +55,6 @@ struct GemmProblem {
   // the activation. 1: no split, C is written directly.
   int splits = 1;
   float* partial = nullptr;
-  // Stream-K (CUDA, hopper rows: scheduler.cuh): the blocks of one wave that share the tiles' k-tiles evenly;
-  // a tile cut between blocks is finished by the block holding its first k-tile. 0: one tile (or slice) a
-  // block.
-  int64_t stream_k = 0;
   // The hopper rows' TMA-store epilogue (hopper_aux_ok) can also store the value before the activation into
   // `aux` (laid out like C): what autograd saves for the activation's backward (tiled_linear's training path).
   void* aux = nullptr;

@@ -8,8 +8,7 @@ shape torch.addmm broadcasts, and strided, column-major, offset and expanded vie
 variant (CPU: None/"auto"/"cpu"; CUDA: None and every row of the config table that runs
 on this GPU for the dtype), on CUDA a split-K count (the estimate, or forced to 2, 3, 5 or
 17 slices through torch.ops.tilelab._set_split_k: counts that do not divide K, and K
-shorter than the split) or stream-K (forced through torch.ops.tilelab._set_stream_k on the
-rows that can run it), for tiled_linear the leading dims of x, the bias and the
+shorter than the split), for tiled_linear the leading dims of x, the bias and the
 activation, and the data's seed. It checks the output's shape, dtype and
 contiguity, that it holds no NaN (it lands in a NaN-poisoned block, asserted on CUDA),
 its error against float64, normwise as conftest.rel_err and per element (both relative
@@ -137,22 +136,20 @@ def precision(kernel):
         torch.set_float32_matmul_precision(old)
 
 
-SPLITS = [None, None, None, 2, 3, 5, 17, "stream-K"]  # None: the chooser's estimate
+SPLITS = [None, None, None, 2, 3, 5, 17]  # None: the chooser's estimate
 
 
 @contextlib.contextmanager
 def split_k(splits):
-    """Force the split-K count on CUDA (None: the estimate; "stream-K": stream-K wherever the row can run it),
-    restored afterwards."""
+    """Force the split-K count on CUDA (None: the estimate), restored afterwards."""
     if splits is None:
         yield
         return
-    force = torch.ops.tilelab._set_stream_k if splits == "stream-K" else torch.ops.tilelab._set_split_k
-    force(1 << 16 if splits == "stream-K" else splits)  # stream-K on a block an SM
+    torch.ops.tilelab._set_split_k(splits)
     try:
         yield
     finally:
-        force(None)
+        torch.ops.tilelab._set_split_k(None)
 
 
 def draw_case(data, device, dtype):

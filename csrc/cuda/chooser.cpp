@@ -248,23 +248,6 @@ double best_est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo
 }
 
 std::atomic<int64_t> g_split_override{0};
-// set_stream_k_override: -1 by the rules, 0 never, n > 0 wherever a row can, on at most n blocks.
-std::atomic<int64_t> g_stream_k_override{-1};
-
-// Whether row c can run p as stream-K (scheduler.cuh): a cooperative hopper row (not ping-pong, whose
-// warpgroups take turns by tile, nor swap-AB) whose TMA-store epilogue takes p (hopper_fuses_activation: the
-// finishing block adds the others' sums before it), over at least one k-tile.
-bool stream_k_ok(const KernelConfig& c, const GemmProblem& p) {
-  return c.family == Family::Hopper && !same_name(c.variant, "hopper_pingpong") &&
-         !same_name(c.variant, "hopper_swap") && p.M > 0 && p.N > 0 && p.K > 0 && p.batch > 0 &&
-         hopper_fuses_activation(p);
-}
-
-// Its blocks: one per SM (each holds a slot of partial sums), at most one per k-tile of the whole product (and
-// at most `cap`).
-int64_t stream_k_blocks(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, int64_t cap) {
-  return std::min<int64_t>({d.num_sms, tiles(p, c) * k_tiles(c, p), cap});
-}
 
 // gemv_split's slices: enough blocks for two on every SM (their loads in flight are what streams B at memory
 // speed), each slice at least bk of K (as gemv_split_blocks counts them; slices of 2 * bk were slower: H100,
@@ -332,20 +315,6 @@ int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d
 }
 
 Choice with_splits(Choice ch, const GemmProblem& p, const DeviceInfo& d) {
-  const int64_t sk = g_stream_k_override.load();
-  if ((sk > 0 || (sk < 0 && ch.stream_k > 0)) && stream_k_ok(*ch.cfg, p)) {
-    ch.splits = 1;
-    ch.reduce_in_kernel = false;
-    ch.stream_k = stream_k_blocks(*ch.cfg, p, d, sk > 0 ? sk : d.num_sms);
-    if (sk > 0) {
-      std::ostringstream os;
-      os << "; stream-K: " << tiles(p, *ch.cfg) * k_tiles(*ch.cfg, p) << " k-tiles over " << ch.stream_k
-         << " blocks (forced by _set_stream_k)";
-      ch.reason += os.str();
-    }
-    return ch;
-  }
-  ch.stream_k = 0;
   std::string why;
   ch.reduce_in_kernel = false;
   ch.splits = plan_splits(*ch.cfg, p, d, why, ch.reduce_in_kernel);
@@ -379,7 +348,7 @@ std::optional<Choice> tuned_choice(const GemmProblem& p, const DeviceInfo& d) {
 // choose() reads: the device, the sizes and dtype, the operands' layouts and alignment, C's alignment, TF32
 // consent, and what split_reduce_in_kernel asks of the epilogue (bias and its broadcast, the activation). A rule
 // that reads more of the problem adds it here (test_dispatch.py compares cached picks with fresh ones). Not
-// used while a testing hook forces the split count, stream-K or the reduction.
+// used while a testing hook forces the split count or the reduction.
 struct ChoiceKey {
   int64_t M, N, K, batch;
   int index, sm, num_sms;  // the device (index -1: a described GPU, known by these and its bandwidth)
@@ -420,7 +389,7 @@ std::atomic<bool> g_choices_on{true};
 
 Choice cached_choose(const GemmProblem& p, const DeviceInfo& d) {
   if (!g_choices_on.load(std::memory_order_relaxed) || g_split_override.load(std::memory_order_relaxed) != 0 ||
-      g_stream_k_override.load(std::memory_order_relaxed) >= 0 || split_reduce_forced())
+      split_reduce_forced())
     return choose(p, d);
   const ChoiceKey key = choice_key(p, d);
   {
@@ -464,12 +433,6 @@ void clear_tuned() {
 }
 
 int64_t tuned_size() { return g_tuned_size.load(); }
-
-void set_stream_k_override(std::optional<int64_t> blocks) {
-  TORCH_CHECK(!blocks || *blocks >= 0, "tilelab::_set_stream_k: blocks must be >= 0 (0: never; None: by the rules), "
-              "got ", blocks.value_or(0));
-  g_stream_k_override.store(blocks.value_or(-1));
-}
 
 void set_split_k_override(int64_t splits) {
   TORCH_CHECK(splits >= 0, "tilelab::_set_split_k: splits must be >= 1 (or None, or 0, to restore the estimate), got ",

@@ -18,8 +18,6 @@ struct Choice {
   // With splits > 1: whether the kernel adds the slices itself (split_reduce_in_kernel), decided once with the
   // reason, else a second pass over fp32 slabs (split_k_gemm goes by it).
   bool reduce_in_kernel = false;
-  // Stream-K (GemmProblem::stream_k): the blocks sharing the tiles' k-tiles (0: none; splits is then 1).
-  int64_t stream_k = 0;
 };
 
 // Why row cannot run p on d (the table's columns, then the family's own
@@ -57,10 +55,5 @@ int64_t set_choice_cache(bool enabled);
 // many K slices (at most one per k-tile) on every row whose family splits K;
 // 0 restores the estimate.
 void set_split_k_override(int64_t splits);
-
-// Testing hook (torch.ops.tilelab._set_stream_k): n > 0 runs stream-K on every
-// row that can (stream_k_ok in chooser.cpp) on at most n blocks (one an SM at
-// most), 0 never, None by the rules.
-void set_stream_k_override(std::optional<int64_t> blocks);
 
 }  // namespace tilelab

@@ -94,7 +94,6 @@ void run_gemm(GemmCall& call, const Choice& choice) {
   if (finish_without_product(call)) return;
   GemmProblem p = call.problem;
   p.splits = choice.splits;
-  p.stream_k = choice.stream_k;
   // The tile families' register epilogues take no activation: they store
   // act-free, then one pass applies it (launch.h, applies_activation).
   const bool act_after = p.act != Activation::None && !applies_activation(choice.cfg->family, p);
@@ -140,7 +139,6 @@ std::tuple<at::Tensor, at::Tensor> linear_pre_cuda(const at::Tensor& x, const at
   const Choice choice = choose_for(call.problem, dev, variant, tile);
   GemmProblem p = call.problem;
   p.splits = choice.splits;
-  p.stream_k = choice.stream_k;
   const bool empty = p.batch == 0 || p.M == 0 || p.N == 0 || p.K == 0;
   const int64_t N = weight.size(0);
   if (act == Activation::None || empty || !hopper_aux_ok(*choice.cfg, p)) {
@@ -167,7 +165,6 @@ std::string explain_json(const GemmProblem& p, const Choice& choice, const Devic
      << ", \"M\": " << p.M << ", \"N\": " << p.N << ", \"K\": " << p.K
      << ", \"dtype\": \"" << dtype_str(p.dtype) << "\", \"a_layout\": \"" << layout_name(p.a, true)
      << "\", \"b_layout\": \"" << layout_name(p.b, false) << "\", \"split_k\": " << choice.splits
-     << ", \"stream_k\": " << choice.stream_k
      << ", \"reason\": \"" << json_escape(choice.reason)
      << "\"}";
   return os.str();

@@ -130,25 +130,9 @@ void launch_one(const GemmProblem& p0, cudaStream_t stream) {
   // kernel adds the slices itself (hopper::SliceSums), in a slot of BM x BN floats per slice past the first and
   // tile, with a zeroed counter per tile (fp32_workspace: CUDA-graph capturable). Slice 0's block waits for the
   // others' sums, so every slice must be a block of the one persistent wave: never launched otherwise.
-  hopper::SliceSums fix{nullptr, nullptr, 0};
+  hopper::SliceSums fix{nullptr, nullptr};
   at::Tensor fix_mem;
-  dim3 grid = persistent_grid(p, BM, BN);
-  if (p.stream_k > 0) {
-    // Stream-K (scheduler.cuh): a slot of BM x BN floats and a zeroed counter per block, p.stream_k blocks (at
-    // most one per SM, every block resident: a block waits on its neighbours' first pieces).
-    TORCH_CHECK(store_c && !kPingPong && !kSwap && p.splits == 1 && p.partial == nullptr,
-                "tilelab: internal error: stream-K needs a cooperative hopper row with the TMA-store epilogue and "
-                "one slice of K");
-    TORCH_CHECK(p.stream_k <= at::cuda::getCurrentDeviceProperties()->multiProcessorCount,
-                "tilelab: internal error: stream-K needs every block in one wave");
-    const int64_t floats = p.stream_k * BM * BN;
-    fix_mem = fp32_workspace(floats + p.stream_k);
-    fix.sums = fix_mem.data_ptr<float>();
-    fix.ready = reinterpret_cast<unsigned*>(fix.sums + floats);
-    fix.sk_blocks = static_cast<int>(p.stream_k);
-    C10_CUDA_CHECK(cudaMemsetAsync(fix.ready, 0, p.stream_k * sizeof(unsigned), stream));
-    grid = dim3(static_cast<unsigned>(p.stream_k));
-  } else if (p.splits > 1 && p.partial == nullptr) {
+  if (p.splits > 1 && p.partial == nullptr) {
     TORCH_CHECK(store_c, "tilelab: internal error: a hopper split-K reduced in the kernel needs the TMA-store "
                          "epilogue");
     TORCH_CHECK(PersistentGrouped<kGroupM>::count_of(p.M, p.N, BM, BN, p.splits, p.batch) <=
@@ -161,7 +145,7 @@ void launch_one(const GemmProblem& p0, cudaStream_t stream) {
     fix.ready = reinterpret_cast<unsigned*>(fix.sums + floats);
     C10_CUDA_CHECK(cudaMemsetAsync(fix.ready, 0, tiles * sizeof(unsigned), stream));
   }
-  kernel<<<grid, hopper::threads<BM>(), smem, stream>>>(
+  kernel<<<persistent_grid(p, BM, BN), hopper::threads<BM>(), smem, stream>>>(
       map_a, map_b, map_b /* map_b2: gated tiles only */, map_c, map_c_tail, map_aux, map_aux_tail,
       device_args<T>(p), a_batch ? 1 : 0, b_batch ? 1 : 0, fix);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -259,7 +243,7 @@ void launch_gated_tiles(const at::Tensor& x, const at::Tensor& w_gate, const at:
   const CUtensorMap map_b2 = make_map(w_up.data_ptr(), p.dtype, p.K, p.N, 1, w_up.stride(0), 0, BN / 2);
   const CUtensorMap map_c = make_map(p.c, p.dtype, p.N, p.M, 1, p.sc_m, p.sc_b, hopper::kStoreRows);
   kernel<<<persistent_grid(p, BM, BN / 2), hopper::threads<BM>(), smem, stream>>>(
-      map_a, map_b, map_b2, map_c, map_c, map_c, map_c, device_args<T>(p), 0, 0, hopper::SliceSums{nullptr, nullptr, 0});
+      map_a, map_b, map_b2, map_c, map_c, map_c, map_c, device_args<T>(p), 0, 0, hopper::SliceSums{nullptr, nullptr});
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

@@ -21,7 +21,6 @@ TORCH_LIBRARY_IMPL(tilelab, CUDA, m) {
 
 namespace {
 void set_split_k(std::optional<int64_t> splits) { set_split_k_override(splits.value_or(0)); }
-void set_stream_k(std::optional<int64_t> blocks) { set_stream_k_override(blocks); }
 void set_split_reduce(std::optional<c10::string_view> how) {
   set_split_reduce_override(how ? std::string(*how) : std::string());
 }
@@ -32,8 +31,8 @@ void tune_set(c10::string_view key, c10::string_view kernel, double ms, c10::str
 }  // namespace
 
 // CUDA builds only. Testing hooks: force the split-K slice count (None: the
-// estimate), where the slices are added ("kernel", "pass"; None: by cost) and stream-K (n: wherever a row can,
-// on at most n blocks; 0: never; None: by the rules); clear the cache of picks and turn it on or off;
+// estimate) and where the slices are added ("kernel", "pass"; None: by cost); clear the cache of picks and
+// turn it on or off;
 // the dispatcher's choice for a described GPU, on CPU tensors
 // (tilelab_torch.explain_described), and tiled_gated_linear's (explain_gated,
 // any device). The tune cache (tilelab_torch.tune / load_tuned): set an entry,
@@ -41,7 +40,6 @@ void tune_set(c10::string_view key, c10::string_view kernel, double ms, c10::str
 TORCH_LIBRARY_FRAGMENT(tilelab, m) {
   m.def("_set_split_k(int? splits) -> ()", &set_split_k);
   m.def("_set_split_reduce(str? how) -> ()", &set_split_reduce);
-  m.def("_set_stream_k(int? blocks) -> ()", &set_stream_k);
   m.def("_set_choice_cache(bool enabled) -> int", &set_choice_cache);
   m.def("_explain_described(Tensor a, Tensor b, int sm, int num_sms, *, str? variant=None, int? tile=None, "
         "float? mem_gbps=None) -> str",

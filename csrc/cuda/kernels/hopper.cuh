@@ -168,13 +168,9 @@ constexpr int smem_bytes() {
 // slice's warps have, adds their sums to its own in slice order (the same inputs give bitwise the same output
 // every call) and runs the epilogue: bias, activation and the store, once.
 // `ready` nullptr: no slices, or slabs that a second pass reduces (GemmArgs::partial).
-// Stream-K (`sk_blocks` > 0, the grid; scheduler.cuh): a slot of BM x BN floats and a counter per block; a
-// block's first piece of a tile that another block finishes goes to its own slot, and the finishing block
-// adds the slots of the `others` blocks after it, in block order, before its epilogue.
 struct SliceSums {
   float* sums;
   unsigned* ready;
-  int sk_blocks;
 };
 
 #ifdef TILELAB_HOPPER_DEVICE
@@ -630,7 +626,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
 
   // In-kernel split-K: the slices from the last to the first, so slice 0's block, which waits, comes last.
   const PersistentGrouped<kGroupM> sched(p.M, p.N, BM, kOutN, (p.K + kTileK - 1) / kTileK, p.splits, p.batch,
-                                         fix.ready != nullptr, fix.sk_blocks);
+                                         fix.ready != nullptr);
 
   if (wg == 0) {
     // ---------------- producer: every tile of the block, in order; `it` is the ring position.
@@ -686,7 +682,6 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
     for (int64_t i = blockIdx.x; i < sched.count; i += gridDim.x, ++j) {
       const WorkTile w = sched.at(i);
       const int ktiles = w.k_end - w.k_begin;
-      if (fix.sk_blocks > 0 && ktiles == 0) continue;  // stream-K: an entry past the block's range
       if (kPingPong && (j % 2) != c) {  // the other warpgroup's tile: only its ring slots
         it += ktiles;
         continue;
@@ -770,25 +765,20 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
       if (kPingPong && i + gridDim.x < sched.count) bar_arrive(kOrderBar + (1 - c), 256);
 
       if (kStoreC && fix.ready != nullptr) {
-        // In-kernel split-K or stream-K (SliceSums): a tile's consumer threads (both warpgroups cooperative, one
-        // ping-pong), each float4 of a slot at (h, q4) x threads + the thread's index, so a warp's stores and loads
-        // are 512 contiguous bytes.
+        // In-kernel split-K (SliceSums): a tile's consumer threads (both warpgroups cooperative, one ping-pong),
+        // each float4 of a slot at (h, q4) x threads + the thread's index, so a warp's stores and loads are
+        // 512 contiguous bytes.
         constexpr int kTileThreads = kPingPong ? 128 : kConsumerWarps * 32;
         constexpr int kQuads = BN / 8;  // float4s of one m64 half's accumulators
-        constexpr unsigned kWarps = kTileThreads / 32;
         const int ti = (kPingPong ? 0 : c * 128) + tid % 128;
-        const bool sk = fix.sk_blocks > 0;
         const int64_t tile = static_cast<int64_t>(w.batch) * sched.per_layer +
                              static_cast<int64_t>(w.tm) * sched.tiles_n + w.tn;
-        // Split-K: slot (split - 1, batch, tile), counter per tile; stream-K: slot and counter per block.
-        const auto slot = [&](int64_t index) {
-          return reinterpret_cast<float4*>(fix.sums) + index * (BM * BN / 4) + ti;
+        const auto slot = [&](int split) {
+          return reinterpret_cast<float4*>(fix.sums) +
+                 (static_cast<int64_t>(split - 1) * sched.batch * sched.per_layer + tile) * (BM * BN / 4) + ti;
         };
-        const auto split_slot = [&](int split) {
-          return (static_cast<int64_t>(split - 1) * sched.batch * sched.per_layer + tile);
-        };
-        if (sk ? w.others < 0 : w.split > 0) {
-          float4* dst = slot(sk ? static_cast<int64_t>(blockIdx.x) : split_slot(w.split));
+        if (w.split > 0) {
+          float4* dst = slot(w.split);
 #pragma unroll
           for (int h = 0; h < kHalves; ++h)
 #pragma unroll
@@ -796,22 +786,16 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
               __stcg(dst + (h * kQuads + q4) * kTileThreads,
                      make_float4(d[h][4 * q4], d[h][4 * q4 + 1], d[h][4 * q4 + 2], d[h][4 * q4 + 3]));
           __syncwarp();
-          if (lane == 0) arrive_release(fix.ready + (sk ? static_cast<int64_t>(blockIdx.x) : tile));
+          if (lane == 0) arrive_release(fix.ready + tile);
           continue;
         }
-        // The pieces to add: stream-K's next `others` blocks (one count of kWarps each), or split-K's slices 1..
-        // (all counted on the tile's counter).
-        const int pieces = sk ? w.others : p.splits - 1;
-        for (int s = 1; s <= pieces; ++s) {
-          // Every lane polls, until the whole warp has seen the count (a warp-uniform loop: a loop of one lane
-          // here cost the main loop its uniform registers, 4-14% of the kernel's time).
-          const unsigned* counter = fix.ready + (sk ? static_cast<int64_t>(blockIdx.x) + s : tile);
-          const unsigned want = sk ? kWarps : static_cast<unsigned>(pieces) * kWarps;
-          if (sk || s == 1) {
-            while (__any_sync(0xffffffffu, load_acquire(counter) < want)) {
-            }
-          }
-          const float4* src = slot(sk ? static_cast<int64_t>(blockIdx.x) + s : split_slot(s));
+        // Every lane polls, until the whole warp has seen the count (a warp-uniform loop: a loop of one lane
+        // here cost the main loop its uniform registers, 4-14% of the kernel's time).
+        const unsigned want = static_cast<unsigned>(p.splits - 1) * (kTileThreads / 32);
+        while (__any_sync(0xffffffffu, load_acquire(fix.ready + tile) < want)) {
+        }
+        for (int s = 1; s < p.splits; ++s) {
+          const float4* src = slot(s);
 #pragma unroll
           for (int h = 0; h < kHalves; ++h)
 #pragma unroll

@@ -25,18 +25,6 @@
 // end): the hopper kernel's in-kernel reduction, where split 0's block waits
 // for the others' sums, so every slice it waits on has a block that started
 // no later than its own.
-//
-// Stream-K (PersistentGrouped with `sk_blocks` > 0, the grid's size; one slice
-// of K): the k-tiles of every tile, tile after tile in the list's order, are
-// one run of tiles x k_tiles iterations, cut into sk_blocks contiguous ranges
-// that differ by at most one iteration; block b walks the pieces of tiles its
-// range covers (at most a tile's end, whole tiles, a tile's start, in that
-// order). A tile cut between blocks is finished by the block holding its
-// first k-tile (`others` > 0: the next `others` blocks hold the rest), which
-// adds their sums (each block's first piece, published before it goes on) in
-// block order: the same inputs on the same GPU give bitwise the same output.
-// The piece it waits for is always its helpers' first, so no block waits on
-// one that waits in turn (every block of the grid resident, as split-K's).
 #include "../gemm_args.h"
 
 namespace tilelab {
@@ -45,9 +33,7 @@ struct WorkTile {
   int tm, tn;            // tile coordinates: rows tm * BM.., columns tn * BN..
   int batch;             // which matrix of the batch
   int split;             // which slice of K (0 without split-K)
-  int k_begin, k_end;    // the k-tiles [k_begin, k_end) of this work (stream-K: empty for a block's unused entry)
-  int others = 0;        // stream-K: the blocks after this one holding the rest of a tile it finishes (> 0), or
-                         // -1 for a piece whose sums another block finishes; 0 otherwise (a whole tile)
+  int k_begin, k_end;    // the k-tiles [k_begin, k_end) of this work
 };
 
 // Grouped rasterization of a tiles_m x tiles_n grid of tiles: consecutive ids
@@ -134,54 +120,26 @@ struct PersistentGrouped {
   static constexpr bool kPersistent = true;
   int tiles_m, tiles_n, k_tiles, splits, batch;
   bool last_split_first;
-  int sk_blocks;        // stream-K: the grid (0: the tile list)
-  int64_t sk_q, sk_r;   // stream-K: a block's iterations are sk_q, plus one for the first sk_r blocks
   int64_t per_layer, count;
 
   __device__ __forceinline__ PersistentGrouped(int M, int N, int bm, int bn, int k_tiles_, int splits_, int batch_,
-                                               bool last_split_first_ = false, int sk_blocks_ = 0)
+                                               bool last_split_first_ = false)
       : tiles_m((M + bm - 1) / bm), tiles_n((N + bn - 1) / bn), k_tiles(k_tiles_), splits(splits_), batch(batch_),
-        last_split_first(last_split_first_), sk_blocks(sk_blocks_) {
+        last_split_first(last_split_first_) {
     per_layer = static_cast<int64_t>(tiles_m) * tiles_n;
     count = per_layer * splits * batch;
-    sk_q = sk_r = 0;
-    if (sk_blocks > 0) {
-      // Each block's entries: the tiles a range of sk_q + 1 iterations can touch (unused ones are empty).
-      const int64_t iters = count * k_tiles;
-      sk_q = iters / sk_blocks, sk_r = iters % sk_blocks;
-      count = static_cast<int64_t>(sk_blocks) * ((sk_q + k_tiles) / k_tiles + 1);
-    }
   }
-  // The length of the list, on the host (to size the grid): the constructor's `count` without stream-K.
+  // The length of the list, on the host (to size the grid): the constructor's `count`.
   static int64_t count_of(int64_t M, int64_t N, int bm, int bn, int64_t splits, int64_t batch) {
     return ((M + bm - 1) / bm) * ((N + bn - 1) / bn) * splits * batch;
   }
-  // Stream-K: the first iteration of block b's range, and the block whose range holds iteration x.
-  __device__ __forceinline__ int64_t sk_start(int64_t b) const { return b * sk_q + min(b, sk_r); }
-  __device__ __forceinline__ int64_t sk_block_of(int64_t x) const {
-    return x < sk_r * (sk_q + 1) ? x / (sk_q + 1) : sk_r + (x - sk_r * (sk_q + 1)) / sk_q;
-  }
-  // Work tile i of the list (i < count): with stream-K, entry i / sk_blocks of block i % sk_blocks.
+  // Work tile i of the list (i < count).
   __device__ __forceinline__ WorkTile at(int64_t i) const {
     WorkTile w;
-    int64_t t = i;  // the tile's place in the list
-    if (sk_blocks > 0) {
-      const int64_t b = i % sk_blocks, start = sk_start(b), end = sk_start(b + 1);
-      t = start / k_tiles + i / sk_blocks;
-      const int64_t lo = max(start, t * k_tiles), hi = min(end, (t + 1) * k_tiles);
-      if (lo >= hi) {  // past the block's range
-        w.tm = w.tn = w.batch = w.split = w.k_begin = w.k_end = 0;
-        return w;
-      }
-      w.k_begin = static_cast<int>(lo - t * k_tiles), w.k_end = static_cast<int>(hi - t * k_tiles);
-      if (w.k_begin > 0) w.others = -1;
-      else if (w.k_end < k_tiles) w.others = static_cast<int>(sk_block_of((t + 1) * k_tiles - 1) - b);
-    }
-    const int layer = static_cast<int>(t / per_layer);
-    grouped_tile<kGroupM>(t - static_cast<int64_t>(layer) * per_layer, tiles_m, tiles_n, w.tm, w.tn);
+    const int layer = static_cast<int>(i / per_layer);
+    grouped_tile<kGroupM>(i - static_cast<int64_t>(layer) * per_layer, tiles_m, tiles_n, w.tm, w.tn);
     w.batch = layer % batch;
     w.split = last_split_first ? splits - 1 - layer / batch : layer / batch;
-    if (sk_blocks > 0) return w;
     w.k_begin = splits == 1 ? 0 : split_k_begin(k_tiles, splits, w.split);
     w.k_end = splits == 1 ? k_tiles : split_k_begin(k_tiles, splits, w.split + 1);
     return w;
