@@ -25,6 +25,9 @@
 #include "gated.h"
 #include "gemm.h"
 #include "op_handles.h"
+#ifdef TILELAB_WITH_CUDA
+#include "cuda/split_reduce.h"
+#endif
 
 namespace tilelab {
 namespace {
@@ -76,13 +79,17 @@ void save_operands(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& 
 // both gradients' products over more than 16 rows, and each would copy it into aligned rows first
 // (aligned_copy.h: the tile families' loads need them). Copied once here instead, into rows padded to 16
 // bytes (a view of the first N columns), which both products read in place: one pass over it saved (bf16
-// 4096 x 50257: 0.4 GB read and written).
+// 4096 x 50257: 0.4 GB read and written). With the launchers' copy kernel (padded_rows), except where the
+// copy is itself recorded (a double backward: grad requires grad).
 at::Tensor rows_aligned_once(const at::Tensor& g) {
   if (!g.is_cuda() || g.dim() != 2 || g.stride(1) != 1 || g.size(0) <= 16 || g.size(1) <= 16 ||
       (g.scalar_type() != at::kHalf && g.scalar_type() != at::kBFloat16))
     return g;
   const int64_t vec = 16 / static_cast<int64_t>(g.element_size());
   if (g.stride(0) % vec == 0 && reinterpret_cast<uintptr_t>(g.data_ptr()) % 16 == 0) return g;
+#ifdef TILELAB_WITH_CUDA
+  if (!(at::GradMode::is_enabled() && g.requires_grad())) return padded_rows(g);
+#endif
   const int64_t ld = (g.size(1) + vec - 1) / vec * vec;
   at::Tensor rows = at::empty({g.size(0), ld}, g.options()).narrow(1, 0, g.size(1));
   rows.copy_(g);

@@ -257,6 +257,31 @@ def test_split_k_added_in_the_kernel(high, config, shape, splits, how):
         torch.ops.tilelab._set_split_reduce(None)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+def test_aligned_copy_is_exact(high, dtype):
+    """Operands whose rows are not 16-byte aligned are copied into aligned rows first (aligned_copy.h,
+    pad_rows_kernel: 16-byte chunks shifted out of the source's aligned pairs; a row's tail element by element).
+    Every start offset within 16 bytes, row lengths around the chunk size and the leading dimensions that
+    make each row start elsewhere, a batch and a broadcast batch: A @ I on small integers (exact in bf16 and
+    TF32, fp32 sums) returns A bitwise."""
+    config = "hopper_128x128x64" if dtype == torch.bfloat16 else "hopper_tf32_128x128x32"
+    vec = 16 // torch.empty((), dtype=dtype).element_size()
+    for off in range(vec):
+        for cont in (1, vec - 1, vec, vec + 1, 2 * vec + 3, 61, 64, 130):
+            ld = cont + 1 + cont % 2  # odd: successive rows start at every offset within 16 bytes
+            base = torch.randint(-8, 8, (3 * 40 * ld + 64,), device="cuda").to(dtype)
+            a = base[off:off + 40 * ld].view(40, ld)[:, :cont]
+            eye = torch.eye(cont, device="cuda", dtype=dtype)
+            got = tilelab_torch.tiled_mm(a, eye, variant=config)
+            assert torch.equal(got, a), f"{dtype} off={off} cont={cont} ld={ld}"
+            ab = base[off:off + 3 * 40 * ld].view(3, 40, ld)[:, :, :cont]
+            got = torch.ops.tilelab.tiled_bmm(ab, eye.expand(3, cont, cont), variant=config)
+            assert torch.equal(got, ab), f"{dtype} batch off={off} cont={cont} ld={ld}"
+            # A broadcast batch (stride 0), copied once and kept broadcast.
+            got = torch.ops.tilelab.tiled_bmm(a.expand(2, 40, cont), eye.expand(2, cont, cont), variant=config)
+            assert torch.equal(got, a.expand(2, 40, cont)), f"{dtype} broadcast off={off} cont={cont} ld={ld}"
+
+
 @pytest.mark.parametrize("config", ROW_NAMES + TF32_NAMES)
 def test_activation_in_every_layout(high, config):
     """tiled_linear with an activation where x or W is a transposed view (A m-contiguous, B n-contiguous). A

@@ -12,6 +12,7 @@
 
 #include <atomic>
 
+#include "aligned_copy.h"
 #include "kernels/epilogue.cuh"
 #include "kernels/scheduler.cuh"
 #include "launch.h"
@@ -137,6 +138,17 @@ bool split_reduce_forced() { return g_reduce_override.load(std::memory_order_rel
 
 at::Tensor fp32_workspace(int64_t floats) {
   return at::empty({floats}, at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, at::cuda::current_device()));
+}
+
+at::Tensor padded_rows(const at::Tensor& t) {
+  TORCH_CHECK(t.is_cuda() && t.dim() == 2 && t.stride(1) == 1, "tilelab: internal error: padded_rows takes a 2-D "
+              "CUDA tensor with unit stride along its rows");
+  const int64_t vec = 16 / static_cast<int64_t>(t.element_size());
+  const int64_t ld_pad = (t.size(1) + vec - 1) / vec * vec;
+  at::Tensor rows = at::empty({t.size(0), ld_pad}, t.options());
+  if (t.numel() > 0) pad_rows(t.data_ptr(), t.scalar_type(), 1, t.size(0), t.size(1), t.stride(0), 0,
+                              rows.data_ptr(), ld_pad);
+  return rows.narrow(1, 0, t.size(1));
 }
 
 bool split_reduce_in_kernel(const KernelConfig& row, const GemmProblem& p, int64_t splits, int64_t sms) {
