@@ -433,6 +433,31 @@ def test_decode_with_a_row_major_b(dtype):
     assert explain_described(*mm(4, 4096, 4096, dtype), **A100).kernel.startswith("tensorcore_")  # 163 KB
 
 
+@pytest.mark.parametrize("M,K,N,splits", [(32, 4096, 4096, 8), (32, 4096, 14336, 2), (25, 14336, 4096, 8),
+                                           (48, 4096, 4096, 4), (48, 4096, 14336, 1)])
+def test_fp32_decode_on_32_row_tiles(M, K, N, splits):
+    """IEEE fp32, 25 to 48 rows of x @ W.t() (17 to 48 of x @ B, B row-major) over K and N >= 4096, one
+    matrix: blocked_m32_32x128x16, K split so that an SM runs up to two blocks (floor(2 x SMs / tiles)
+    slices). Not under TF32, not for a batch, not for fewer rows of x @ W.t(), a shorter K or N, or more rows."""
+    f32 = torch.float32
+    for operands in (linear, mm):
+        e = explain_described(*operands(M, K, N, f32), **H200)
+        assert e.kernel == "blocked_m32_32x128x16" and e.details["split_k"] == splits, e
+        assert "two blocks an SM" in e.reason and (splits == 1 or "at most 2 an SM" in e.reason), e
+    assert explain_described(*mm(17, K, N, f32), **H200).kernel == "blocked_m32_32x128x16"
+    assert explain_described(*linear(24, K, N, f32), **H200).kernel.startswith("gemv_split")
+    assert explain_described(*linear(M, 2048, N, f32), **H200).kernel != "blocked_m32_32x128x16"
+    assert explain_described(*linear(M, K, 2048, f32), **H200).kernel != "blocked_m32_32x128x16"
+    assert explain_described(*linear(49, K, N, f32), **H200).kernel != "blocked_m32_32x128x16"
+    assert explain_described(*mm(M, K, N, f32, batch=2), **H200).kernel != "blocked_m32_32x128x16"
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        assert explain_described(*linear(M, K, N, f32), **H200).kernel != "blocked_m32_32x128x16"
+    finally:
+        torch.set_float32_matmul_precision(previous)
+
+
 def test_fp32_few_rows():
     """fp32 with few rows: one row of x @ W.t() on gemv, 2 to 32 on gemv_split (from 8 where N >= 2K)
     where its blocks fill the SMs (17 to 32 on blocks of 32 rows where a slice of K is long), split over K
@@ -452,11 +477,12 @@ def test_fp32_few_rows():
     assert explain_described(x, torch.empty(4096, 4096, dtype=f32).t(), **H200).kernel == "gemv_16x8"
     # 17 to 32 rows: blocks of 32 rows where they make a round of >= 90% of the SMs on slices of K of at least
     # 2048 (14336 x 4096: 4 slices of 3584, 128 blocks), else two blocks of 16 rows
-    for M in (17, 24, 32):
+    # (From 25 rows the 32-row blocked tiles take these: the next test.)
+    for M in (17, 24):
         e = explain_described(*linear(M, 14336, 4096, f32), **H200)
         assert e.kernel == "gemv_split_m32_32x128x256" and e.details["split_k"] == 4, e
         assert "slices of K of at least 2048" in e.reason and "128 blocks, 1 an SM" in e.reason, e
-    for M, K, N in ((17, 4096, 4096), (32, 4096, 4096), (32, 4096, 14336)):  # slices of 1024; 112 blocks
+    for M, K, N in ((17, 4096, 4096), (24, 4096, 14336), (32, 2048, 5632)):  # slices of 1024; 112 blocks
         e = explain_described(*linear(M, K, N, f32), **H200)
         assert e.kernel == "gemv_split_16x128x256" and e.details["split_k"] > 1, (M, K, N, e)
     assert explain_described(*linear(33, 4096, 4096, f32), **H200).kernel.startswith("blocked_")

@@ -47,6 +47,7 @@ constexpr int kGemv = row_index("gemv_16x8"), kGemvMma = row_index("gemv_mma_16x
               kGemvSplit = row_index("gemv_split_16x128x256"), kGemvSplitM32 = row_index("gemv_split_m32_32x128x256"),
               kGemvSplitRowB = row_index("gemv_split_rowb_16x1024x64"),
               kNaive16 = row_index("naive_16x16");
+constexpr int kBlockedM32 = row_index("blocked_m32_32x128x16");
 constexpr int kTiled32 = row_index("tiled_32x32x32"), kTiled16 = row_index("tiled_16x16x16"),
               kTiled8 = row_index("tiled_8x8x8");
 
@@ -147,6 +148,25 @@ constexpr RowPace kRowPaces[] = {
     {kTcTf32_128, 0, kTf32MmaSyncBytesPerNs, 1, 0, 1},
     {kTcTf32_64, 0, kTf32MmaSyncBytesPerNs, kTf32MmaSyncBlocksPerSm, kTf32MmaSyncSmBytesPerNs, 1},
 };
+
+// Rows whose split count fills the SMs with a measured number of blocks each (at most: floor(blocks_per_sm x
+// SMs / tiles) slices, at least one), not est_ns's ranking, which has no model of two blocks an SM running
+// faster together than one alone. blocked_m32_32x128x16 (128 threads, two an SM): H200, fp32, kernel durations
+// over a CUDA graph, W cold, us, 2 blocks an SM / the best of 1, 2, 3, 4, 6, 8 slices: x @ W.t() 32x4096x4096
+// 45.4 in 8 / 45.4 (46.8 in 4), 32x4096x14336 147.3 in 2 / 147.3 (156.7 unsplit, 169.9 in 8), 32x14336x4096
+// 133.3 in 8 / 133.3; x @ B 32x4096x4096 34.8 in 8 / 34.8; 48x4096x4096 76.2 in 4 / 76.2; the most it missed
+// by: x @ B 48x4096x14336 223.0 unsplit / 191.0 in 4.
+struct FillRow {
+  int row;
+  int64_t blocks_per_sm;
+};
+constexpr FillRow kFillRows[] = {{row_index("blocked_m32_32x128x16"), 2}};
+
+const FillRow* fill_row(const KernelConfig& c) {
+  for (const FillRow& r : kFillRows)
+    if (&kConfigs[r.row] == &c) return &r;
+  return nullptr;
+}
 
 const RowPace* row_pace(const KernelConfig& c) {
   for (const RowPace& r : kRowPaces)
@@ -281,8 +301,12 @@ int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d
   const int64_t cap = split_cap(c, p);
   int64_t best = 1;
   const int64_t forced = g_split_override.load();
+  const FillRow* fill = fill_row(c);
   if (forced > 0) {
     best = std::min<int64_t>(forced, std::max<int64_t>(cap, 1));
+  } else if (fill != nullptr) {
+    best = std::max<int64_t>(1, std::min<int64_t>(cap, fill->blocks_per_sm * d.num_sms /
+                                                           std::max<int64_t>(tiles(p, c), 1)));
   } else {
     best = gemv ? gemv_split_count(c, p, d, cap) : estimated_splits(c, p, d, cap);
   }
@@ -301,6 +325,8 @@ int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d
   else if (gemv)
     os << best * tiles(p, c) << " blocks, " << gemv_split_blocks_per_sm(c)
        << " an SM: their loads in flight stream B at memory speed";
+  else if (fill != nullptr)
+    os << best * tiles(p, c) << " blocks, at most " << fill->blocks_per_sm << " an SM";
   else {
     const int64_t per_sm = blocks_per_sm(c, p, d), t = tiles(p, c);
     os << "estimated " << static_cast<int64_t>(est_ns(c, p, d, best) / 1000) << " us vs "
@@ -559,6 +585,20 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   const bool split_rows_ok = k_cont && fp32 && aligned && p.M >= split_from && p.M <= split_rows;
   const KernelConfig& split16 = kConfigs[kGemvSplit];
   const bool split_fills = gemv_split_blocks(split16, p) >= gemv_split_blocks_per_sm(split16) * d.num_sms;
+  // IEEE fp32, 25 to 48 rows (17 to 48 for x @ B, B row-major) over K and N of at least 4096: blocked tiles one
+  // warp high (32 rows), two blocks an SM (kFillRows). At 17 to 24 rows of x @ W.t() gemv_split_* stay: a partial
+  // 32-row tile takes the copy path with per-element tests, and there the two were even (H200: 24x4096x14336
+  // 193.2 us vs 196.4, 24x14336x4096 170.6 vs 170.9).
+  if (fp32 && !p.allow_tf32 && p.batch == 1 && p.M > 16 && p.M <= 48 && (p.M > 24 || !p.b.k_contiguous) &&
+      p.N >= 4096 && p.K >= 4096) {
+    ch = pick(kBlockedM32, "fp32, 17 to 48 rows (from 25 for x @ W.t()) over K and N >= 4096: 32-row register-blocked "
+                           "tiles, two blocks an SM (H200, kernel durations over a CUDA graph, W cold, us: x @ W.t() "
+                           "32x4096x14336 147.3 vs 208.2 for gemv_split_16x128x256, 32x14336x4096 133.3 vs 179.5 for "
+                           "gemv_split_m32_32x128x256, 48x4096x14336 267.5 vs 310.7 for blocked_64x128x8; x @ B "
+                           "17x4096x4096 39.8 vs 67.8, 32x4096x14336 117.0 vs 216.7 for blocked_64x128x8; cuBLAS "
+                           "192.4, 135.9, 192.6, 39.1, 184.6)");
+    if (ch.cfg) return ch;
+  }
   // 17 to 32 rows (IEEE fp32) where 32-row blocks make a round of at least 90% of the SMs (one block an SM) on
   // slices of K of at least 2048: they stream W once where two 16-row blocks stream it twice; a short slice or a
   // round short of SMs lost.
