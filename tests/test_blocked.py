@@ -175,14 +175,15 @@ def test_auto_fp32_uses_blocked_by_estimated_time(highest):
 
 @pytest.mark.gpu
 def test_auto_fp32_decode_uses_gemv(highest):
-    """fp32 x @ W.t() with M <= 32 goes to the gemv rows (chooser.cpp: one row to gemv, more to
-    gemv_split where its blocks fill the SMs, else gemv up to 8 rows, 16 where K <= 1024); half
-    precision to gemv_mma."""
+    """fp32 x @ W.t() with M <= 24 goes to the gemv rows (chooser.cpp: one row to gemv, more to
+    gemv_split where its blocks fill the SMs, else gemv up to 8 rows, 16 where K <= 1024), 25 to 48 rows
+    over K and N >= 4096 to the 32-row blocked tiles; half precision to gemv_mma."""
     w = torch.randn(4096, 4096, device="cuda")
-    for M in (1, 7, 16, 32):
+    for M in (1, 7, 16, 24, 32):
         x = torch.randn(M, 4096, device="cuda")
         e = tilelab_torch.explain(x, w.t())
-        assert e.kernel == ("gemv_16x8" if M == 1 else "gemv_split_16x128x256"), e
+        assert e.kernel == ("gemv_16x8" if M == 1 else "blocked_m32_32x128x16" if M == 32
+                            else "gemv_split_16x128x256"), e
         out = torch.ops.tilelab.tiled_mm(x, w.t())
         assert rel_err(out, x, w.t()) <= TOL[torch.float32]
     assert not tilelab_torch.explain(torch.randn(33, 4096, device="cuda"), w.t()).kernel.startswith("gemv")
