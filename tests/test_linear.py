@@ -277,7 +277,8 @@ def test_training_path_gradients_on_gpu():
 def test_gradients_through_unaligned_rows(dtype):
     """An output whose rows are not 16-byte aligned (N = 1001, as GPT-2's lm_head's 50257): its gradient is copied
     into aligned rows once for both products (autograd.cpp, rows_aligned_once), which read the padded view in
-    place; dX, dW and the bias's gradient as F.linear's, and a double backward through the copy."""
+    place; dX, dW and the bias's gradient as F.linear's, a double backward reading the copy, and a gradient
+    that requires grad itself (its copy recorded by autograd)."""
     torch.manual_seed(5)
     x = torch.randn(3, 50, 256, device="cuda", dtype=dtype, requires_grad=True)
     w = (torch.randn(1001, 256, device="cuda", dtype=dtype) / 16).requires_grad_()
@@ -300,6 +301,15 @@ def test_gradients_through_unaligned_rows(dtype):
         g2, v2 = g64.flatten(0, 1), v.double().flatten(0, 1)
         err = float((gg.double() - g2.t() @ v2).abs().max() / (g2.abs().t() @ v2.abs()).max())
         assert err <= TOL[dtype], f"bias={bias is not None} double backward: {err:.3g}"
+        # A gradient that requires grad itself: its copy is recorded (torch's copy_), and <dW, u> with
+        # dW = g^T x has the gradient x u^T in g.
+        gr = g.detach().requires_grad_()
+        dw = torch.autograd.grad(y, (x, w), gr, create_graph=True)[1]  # both: the one copy for both products
+        u = torch.randn_like(dw)
+        (dg,) = torch.autograd.grad((dw * u).sum(), gr)
+        x2, u64 = x64.flatten(0, 1), u.double()
+        err = float((dg.double().flatten(0, 1) - x2 @ u64.t()).abs().max() / (x2.abs() @ u64.abs().t()).max())
+        assert err <= TOL[dtype], f"bias={bias is not None} gradient of the gradient: {err:.3g}"
 
 
 @pytest.fixture

@@ -51,7 +51,7 @@ inline constexpr KernelConfig kConfigs[] = {
   {"padded_nopad_32x32x32",      "padded_nopad",    Family::Padded,     32,  32,  32, 32,  0, 0, 1024, 1, 0, kAllFloat,     0, false, "the padded kernel with kPad=0: the bank-conflict baseline"},
   // blocked: a warp computes 32 x (bn / warps_n): 8 x TN outputs per thread on a 4 x 8 lane grid.
   {"blocked_k16_64x64x16",       "blocked_k16",     Family::Blocked,    64,  64,  64, 16,  2, 2,  128, 3, 4, kF32,         80, false, "register-blocked 8x4 per thread, warp-tiled, BK=16, float4 + 3-stage cp.async, A k-major kPad=4"},
-  // one warp high: decoding 17 to 32 rows, which a 64-row tile computes half or more of zero rows for.
+  // one warp high: decoding 17 to 48 rows (chooser.cpp), which 64-row tiles compute up to 47 zero rows for.
   {"blocked_m32_32x128x16",      "blocked_m32",     Family::Blocked,   128,  32, 128, 16,  1, 4,  128, 4, 4, kF32,         80, false, "register-blocked 8x4 per thread, 32x128 block tile (one warp high), BK=16, 4-stage cp.async"},
   {"blocked_64x128x8",           "blocked",         Family::Blocked,   128,  64, 128,  8,  2, 2,  128, 4, 4, kF32,         80, false, "register-blocked 8x8 per thread, 64x128 block tile, BK=8, 4-stage cp.async"},
   {"blocked_wide_128x256x8",     "blocked_wide",    Family::Blocked,   256, 128, 256,  8,  4, 2,  256, 4, 4, kF32,         80, false, "register-blocked 8x16 per thread, 128x256 block tile, BK=8, 4-stage cp.async"},
