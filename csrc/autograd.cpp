@@ -17,7 +17,6 @@
 #include <torch/autograd.h>
 #include <torch/library.h>
 
-#include <cstdint>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -85,13 +84,12 @@ at::Tensor rows_aligned_once(const at::Tensor& g) {
   if (!g.is_cuda() || g.dim() != 2 || g.stride(1) != 1 || g.size(0) <= 16 || g.size(1) <= 16 ||
       (g.scalar_type() != at::kHalf && g.scalar_type() != at::kBFloat16))
     return g;
-  const int64_t vec = 16 / static_cast<int64_t>(g.element_size());
-  if (g.stride(0) % vec == 0 && reinterpret_cast<uintptr_t>(g.data_ptr()) % 16 == 0) return g;
+  if (rows_aligned16(g.data_ptr(), g.stride(0), 0, 1, g.element_size())) return g;
 #ifdef TILELAB_WITH_CUDA
   if (!(at::GradMode::is_enabled() && g.requires_grad())) return padded_rows(g);
 #endif
-  const int64_t ld = (g.size(1) + vec - 1) / vec * vec;
-  at::Tensor rows = at::empty({g.size(0), ld}, g.options()).narrow(1, 0, g.size(1));
+  at::Tensor rows =
+      at::empty({g.size(0), padded16(g.size(1), g.element_size())}, g.options()).narrow(1, 0, g.size(1));
   rows.copy_(g);
   return rows;
 }

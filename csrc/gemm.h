@@ -66,6 +66,11 @@ inline bool rows_aligned16(const void* ptr, int64_t ld, int64_t batch_stride, in
   return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && (ld * static_cast<int64_t>(elem)) % 16 == 0 &&
          (batch == 1 || (batch_stride * static_cast<int64_t>(elem)) % 16 == 0);
 }
+// The row stride, in elements, of `cont` elements padded to a multiple of 16 bytes (aligned_copy.h's copies).
+inline int64_t padded16(int64_t cont, size_t elem) {
+  const int64_t vec = 16 / static_cast<int64_t>(elem);
+  return (cont + vec - 1) / vec * vec;
+}
 // The same for operand o of p, along its contiguous dimension.
 inline bool rows_aligned16(const Operand& o, const GemmProblem& p) {
   return rows_aligned16(o.data, o.k_contiguous ? o.s_mn : o.s_k, o.s_batch, p.batch, c10::elementSize(p.dtype));

@@ -100,8 +100,7 @@ inline void align_operand(GemmProblem& p, Operand& o, bool is_a) {
   const bool broadcast = p.batch > 1 && o.s_batch == 0;
   const int64_t batch = broadcast ? 1 : p.batch;
   if (rows_aligned16(o.data, ld, o.s_batch, batch, esz)) return;
-  const int64_t vec = 16 / static_cast<int64_t>(esz);
-  const int64_t ld_pad = (cont + vec - 1) / vec * vec;
+  const int64_t ld_pad = padded16(cont, esz);
   const auto opts = at::TensorOptions().dtype(p.dtype).device(at::kCUDA, c10::cuda::current_device());
   at::Tensor dst = at::empty({batch, rows, ld_pad}, opts);
   pad_rows(o.data, p.dtype, batch, rows, cont, ld, o.s_batch, dst.data_ptr(), ld_pad);
@@ -150,8 +149,7 @@ inline void flip_contiguity(GemmProblem& p, Operand& o, bool is_a) {
   const int64_t batch = broadcast ? 1 : p.batch;
   TORCH_CHECK(rows < (int64_t{1} << 31) && cont < (int64_t{1} << 31) && batch <= 65535,
               "tilelab: operand too large to transpose");
-  const int64_t vec = 16 / static_cast<int64_t>(c10::elementSize(p.dtype));
-  const int64_t ld_pad = (rows + vec - 1) / vec * vec;
+  const int64_t ld_pad = padded16(rows, c10::elementSize(p.dtype));
   const auto opts = at::TensorOptions().dtype(p.dtype).device(at::kCUDA, c10::cuda::current_device());
   at::Tensor dst = at::empty({batch, cont, ld_pad}, opts);
   const dim3 grid((cont + 31) / 32, (rows + 31) / 32, batch), block(32, 8);

@@ -162,17 +162,15 @@ struct FillRow {
 };
 constexpr FillRow kFillRows[] = {{row_index("blocked_m32_32x128x16"), 2}};
 
-const FillRow* fill_row(const KernelConfig& c) {
-  for (const FillRow& r : kFillRows)
+// Row c's entry in one of the per-row tables above (kRowPaces, kFillRows), or nullptr.
+template <typename Entry, size_t N>
+const Entry* entry_of(const Entry (&table)[N], const KernelConfig& c) {
+  for (const Entry& r : table)
     if (&kConfigs[r.row] == &c) return &r;
   return nullptr;
 }
-
-const RowPace* row_pace(const KernelConfig& c) {
-  for (const RowPace& r : kRowPaces)
-    if (&kConfigs[r.row] == &c) return &r;
-  return nullptr;
-}
+const RowPace* row_pace(const KernelConfig& c) { return entry_of(kRowPaces, c); }
+const FillRow* fill_row(const KernelConfig& c) { return entry_of(kFillRows, c); }
 
 double mma_flop_per_ns(const KernelConfig& c, c10::ScalarType dtype) {
   const RowPace* r = row_pace(c);
