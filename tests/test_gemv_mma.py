@@ -116,6 +116,25 @@ def test_bias_once_and_activation(row):
     assert float((out.double() - ref).abs().max() / scale) <= TOL[torch.bfloat16]
 
 
+@pytest.mark.parametrize("row", ROWS)
+@pytest.mark.parametrize("shape", ["(N,)", "(1, N)", "(M, 1)", "(M, N)", "()"])
+def test_bias_of_every_broadcast(row, shape):
+    """addmm's bias in each shape that broadcasts to (M, N), a column one and a full one among them
+    (each output its own element), on two column tiles of 9 to 16 rows: the epilogue loads a thread's
+    biases before its stores, each at its own output's row and column."""
+    M, K, N = 13, 520, 200
+    x = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+    b = _native_b(row, K, N, torch.bfloat16)
+    size = {"(N,)": (N,), "(1, N)": (1, N), "(M, 1)": (M, 1), "(M, N)": (M, N), "()": ()}[shape]
+    bias = 10 * torch.randn(size, device="cuda", dtype=torch.bfloat16)
+    poison = Poisoned(M * N, torch.bfloat16, "cuda")
+    out = tilelab_torch.tiled_addmm(bias, x, b, variant=row)
+    assert poison.reused(out)
+    ref = torch.addmm(bias.double(), x.double(), b.double())
+    scale = (x.double().abs() @ b.double().abs()).max() + bias.double().abs().max()
+    assert float((out.double() - ref).abs().max() / scale) <= TOL[torch.bfloat16], shape
+
+
 def test_decode_picks_it():
     x, w = _linear_operands(4, 4096, 4096, torch.bfloat16)
     e = tilelab_torch.explain(x, w.t())
