@@ -404,10 +404,28 @@ def test_decode_where_gemv_mma_idles_sms(dtype):
         for K, N in ((4096, 6144), (2048, 5632)):
             e = explain_described(*linear(M, K, N, dtype), **H200)
             assert e.kernel == "hopper_m64_64x64x64" and "a tenth of the SMs idle" in e.reason, (M, K, N, e)
-        for K, N in ((4096, 4096), (14336, 4096), (4096, 11008), (8192, 28672), (768, 1000), (768, 50257)):
+        for K, N in ((4096, 4096), (14336, 4096), (4096, 11008), (8192, 28672), (768, 1000)):
             assert explain_described(*linear(M, K, N, dtype), **H200).kernel == "gemv_mma_16x32x64", (M, K, N)
     # Without the wgmma rows (compute capability 8.0) nothing here changes: the tile rules, as before.
     assert explain_described(*linear(4, 4096, 14336, dtype), **A100).kernel.startswith("tensorcore_")
+
+
+@pytest.mark.parametrize("dtype", [BF16, torch.float16], ids=str)
+def test_decode_over_many_columns(dtype):
+    """Up to 16 rows of x @ W.t() into a language model's vocabulary (1.5 waves of 128x128 tiles or more, K up
+    to 4096): ping-pong 128x128 tiles unsplit, where gemv_mma's blocks would each run many tiles. Longer K, a
+    batch, and fewer columns keep the rules before."""
+    for M in (1, 8, 16):
+        for K, N in ((768, 50257), (768, 32000), (2048, 32000), (4096, 50257), (4096, 25344)):
+            e = explain_described(*linear(M, K, N, dtype), **H200)
+            assert e.kernel == "hopper_pingpong_128x128x64" and "1.5 waves" in e.reason, (M, K, N, e)
+            assert e.details.get("split_k", 1) == 1, (M, K, N, e)
+        assert explain_described(*linear(M, 4096, 25216, dtype), **H200).kernel == "gemv_mma_16x32x64"
+        assert explain_described(*linear(M, 8192, 32000, dtype), **H200).kernel == "gemv_mma_16x32x64"
+    x = torch.empty(2, 4, 768, dtype=dtype)
+    w = torch.empty(50257, 768, dtype=dtype)
+    assert explain_described(x, w.t().expand(2, -1, -1), **H200).kernel != "hopper_pingpong_128x128x64"
+    assert explain_described(*linear(1, 768, 50257, dtype), **A100).kernel != "hopper_pingpong_128x128x64"
 
 
 @pytest.mark.parametrize("dtype", [BF16, torch.float16], ids=str)
@@ -505,6 +523,24 @@ def test_fp32_few_rows():
     assert explain_described(*mm(1, 768, 3072, f32), **H200).kernel == "gemv_split_rowb_16x1024x64"
     assert explain_described(*mm(4, 4096, 4096, f32), **H200).kernel == "gemv_split_rowb_16x1024x64"
     assert explain_described(*mm(4, 8192, 8192), **H200).kernel.startswith("hopper_")  # bf16: the tiles
+
+
+def test_fp32_one_row_into_many_columns():
+    """One row of x @ W.t() over K <= 1024 into enough columns for a gemv_split block an SM (a language model's
+    head): gemv_split unsplit, not a warp per column; longer K and fewer columns stay on gemv. gemv_split's
+    blocks that fill 90% of a round (two an SM) are not split: 16 rows into 32000 columns, 250 blocks."""
+    f32 = torch.float32
+    for K, N in ((768, 50257), (768, 32000), (1024, 16896)):
+        e = explain_described(*linear(1, K, N, f32), **H200)
+        assert e.kernel == "gemv_split_16x128x256" and "one row over K <= 1024" in e.reason, (K, N, e)
+        assert e.details.get("split_k", 1) == (1 if N >= 30464 else 2), (K, N, e)
+    for K, N in ((2048, 32000), (1025, 50257), (768, 16768), (768, 3072)):
+        assert explain_described(*linear(1, K, N, f32), **H200).kernel == "gemv_16x8", (K, N)
+    for K in (768, 4096):
+        e = explain_described(*linear(16, K, 32000, f32), **H200)
+        assert e.kernel == "gemv_split_16x128x256" and e.details.get("split_k", 1) == 1, (K, e)
+    e = explain_described(*linear(16, 4096, 16384, f32), **H200)  # 128 blocks, half a round: split
+    assert e.kernel == "gemv_split_16x128x256" and e.details["split_k"] == 3, e
 
 
 def test_fp32_few_rows_under_tf32(high):

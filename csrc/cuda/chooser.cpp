@@ -276,6 +276,10 @@ std::atomic<int64_t> g_split_override{0};
 int64_t gemv_split_count(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, int64_t cap) {
   const int64_t blocks = std::max<int64_t>(tiles(p, c), 1);
   const int64_t per_sm = gemv_split_blocks_per_sm(c);
+  // Blocks that already fill 90% of a round stay whole (fp32, 16x768x32000's 250 blocks against 264 places: 58.0
+  // us unsplit, 76.0 in 2 slices; 16x4096x32000 203 against 238, cuBLAS 56.2 and 269; H200, W cold, under CUDA
+  // graphs).
+  if (per_sm > 1 && 10 * blocks >= 9 * per_sm * d.num_sms) return 1;
   const int64_t want = per_sm == 1 ? d.num_sms / blocks : (per_sm * d.num_sms + blocks - 1) / blocks;
   return std::max<int64_t>(1, std::min({want, cap, p.K / c.bk}));
 }
@@ -572,6 +576,21 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
                                 "cuBLAS 0.0151, 0.0158, 0.0079)");
       if (ch.cfg) return ch;
     }
+    // Many columns (language-model heads: 32000 and 50257), at least 1.5 waves of 128x128 tiles: gemv_mma's
+    // blocks run 8 to 12 tiles each, each ending in a sum over the block's warps, and every wgmma row streamed W
+    // faster (H200, bf16, W cold, kernel durations over a CUDA graph: 16 products, 1 and 16 rows, K 768 to 4096,
+    // N 32000 and 50257; gemv_mma 1.19x the fastest row's time, geometric mean, up to 1.64x). Ping-pong 128x128
+    // unsplit was within 6% of the fastest row on all 16 (1.02x, geometric mean). The tiles' lead over gemv_mma
+    // shrank with K (5-6% at 4096), so a longer K (8192x28672), unmeasured, stays with gemv_mma.
+    if (p.batch == 1 && p.K <= 4096 && 2 * tiles128 >= 3 * sms) {
+      ch = pick(kHopperPingPong, "sm_90, half precision, M <= 16 of x @ W.t(), K <= 4096, over at least 1.5 waves "
+                                 "of 128x128 tiles: ping-pong wgmma tiles stream W faster than gemv_mma's many "
+                                 "tiles a block "
+                                 "(H200, bf16, W cold, per call under CUDA graphs: 1x768x50257 0.0220 ms vs 0.0269 for "
+                                 "gemv_mma_16x32x64, 16x768x50257 0.0244 vs 0.0370, 1x4096x32000 0.0662 vs 0.0698, "
+                                 "16x2048x32000 0.0352 vs 0.0395; cuBLAS 0.0294, 0.1022, 0.0629, 0.0348)");
+      if (ch.cfg) return ch;
+    }
     ch = pick(kGemvMma, "half precision, M <= 16 with k-contiguous, 16-byte aligned operands (x @ W.t()): swap-AB "
                         "mma.sync streams W once (H200, bf16, per call under CUDA graphs, W cold: 1x4096x4096 0.0115 "
                         "ms vs 0.0126 for hopper_m64_64x64x64 and 0.0142 for hopper_128x128x64, 16x4096x4096 0.0126 "
@@ -630,6 +649,17 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   // Where gemv_split's blocks would leave SMs idle (a short K or few columns): a warp per column up to 8 rows, or
   // 16 where K <= 1024 (a warp's rows x K is its serial work); the tile rows above (H100: 16x3072x768 0.018 ms on
   // blocked_64x128x8 vs 0.029 here, 16x4096x1024 0.026 vs 0.038).
+  // One row over K <= 1024 where gemv_split's blocks, unsplit, give every SM one: each of its warps holds 16
+  // columns, a warp of gemv one, and gemv's warps, a short K each, did not keep W streaming (H200, W cold, under
+  // CUDA graphs, us: 1x768x32000 26.8 vs 45.9 on gemv_16x8, 1x768x50257 43.3 vs 69.5, 1x1024x32000 34.6 vs 39.7,
+  // 1x1024x50257 55.1 vs 58.6; cuBLAS 26.0, 38.2, 33.2, 49.7; even from K = 2048).
+  if (k_cont && fp32 && aligned && p.M == 1 && p.K <= 1024 && p.batch == 1 && tiles(p, kGemvSplit) >= sms) {
+    ch = pick(kGemvSplit, "fp32, one row over K <= 1024 (x @ W.t()) with enough columns for a gemv_split block an "
+                          "SM: a warp holds 16 columns where gemv's holds one (H200, W cold, per call under CUDA "
+                          "graphs: 1x768x32000 0.0268 ms vs 0.0459 for gemv_16x8, 1x1024x50257 0.0551 vs 0.0586; "
+                          "cuBLAS 0.0260, 0.0497)");
+    if (ch.cfg) return ch;
+  }
   const bool gemv_for_split = p.M <= 8 || (p.M <= 16 && p.K <= 1024);
   if (k_cont && fp32 && (split_rows_ok ? gemv_for_split : p.M <= gemv_rows)) {
     ch = pick(kGemv, !split_rows_ok
