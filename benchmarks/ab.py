@@ -31,8 +31,9 @@ default to fp32, tf32, bf16, fp16. At the end, the geometric mean of the ratio p
                tokens) projections for mm/addmm/linear/linear_gelu; attention score and
                context products for bmm
   skinny       K-heavy, gemv-like and odd shapes (mm/addmm/linear/linear_gelu), the decode
-               set M in 1..128 against Llama-3-8B weights (linear_nobias), and 1024 fp32
-               dot products of length 128 (bmm)
+               set M in 1..128 against Llama-3-8B weights and 1 and 16 rows into GPT-2's and
+               a Llama-2-7B-sized vocabulary (linear_nobias), and 1024 fp32 dot products of
+               length 128 (bmm)
   unaligned    GPT-2's lm_head (N = 50257) at 4096 and 128 tokens, and 4095^3, 4097^3, 6143^3
                (mm): dimensions not a multiple of 8, for --peer pad
 Rows with M <= 16 also carry the achieved weight bandwidth: weight_gbps = bytes of
@@ -168,6 +169,10 @@ SUITES = {
         Entry("odd.1x1x1", 1, 1, 1, 1, GEMM),
         *(Entry(f"llama3-8b.decode.{layer}", 1, m, k, n, ("linear_nobias",))
           for layer, k, n in _LLAMA_DECODE for m in (1, 2, 4, 8, 16, 32, 64, 128)),
+        # One and 16 rows into a language model's vocabulary: GPT-2's head (50257 columns, not a multiple of 8)
+        # and a Llama-2-7B-sized one (4096 -> 32000).
+        *(Entry(f"lm_head.decode.{model}", 1, m, k, n, ("linear_nobias",))
+          for model, k, n in (("gpt2", 768, 50257), ("llama2-7b", 4096, 32000)) for m in (1, 16)),
         Entry("bmm.dot128", 1024, 1, 128, 1, ("bmm",), ("fp32",)),
     ],
     # A dimension not a multiple of 8 (16-bit rows not 16-byte aligned), to be read beside --peer pad: GPT-2's

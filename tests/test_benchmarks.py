@@ -54,9 +54,12 @@ def test_suite_shapes_are_read_m_k_n():
     assert len([c for c in t if c.op == "mm"]) == 11 and len([c for c in t if c.op == "bmm"]) == 3
 
     s = ab.suite_cases("skinny", ab.ALL_OPS, ["fp32", "bf16"])
-    decode = [c for c in s if c.op == "linear_nobias"]
+    decode = [c for c in s if c.op == "linear_nobias" and c.name.startswith("llama3-8b.decode.")]
     assert len(decode) == 2 * 3 * 8 and {c.M for c in decode} == {1, 2, 4, 8, 16, 32, 64, 128}
     assert {(c.K, c.N) for c in decode} == {(4096, 4096), (4096, 14336), (14336, 4096)}
+    heads = [c for c in s if c.name.startswith("lm_head.decode.")]  # into a vocabulary, 1 and 16 rows
+    assert {(c.op, c.M, c.K, c.N) for c in heads} == {("linear_nobias", m, k, n) for m in (1, 16)
+                                                      for k, n in ((768, 50257), (4096, 32000))}
     dots = [c for c in s if c.op == "bmm"]
     assert [(c.B, c.M, c.K, c.N, c.dtype) for c in dots] == [(1024, 1, 128, 1, "fp32")]  # fp32 only
     c = by_name(s, "odd.2x3x100003", "mm")
