@@ -58,3 +58,20 @@ def test_dot_products_auto(highest):
     a = torch.randn(1024, 1, 128, device="cuda")
     b = torch.randn(1024, 128, 1, device="cuda")
     _check(torch.ops.tilelab.tiled_bmm(a, b), a, b, torch.float32, tilelab_torch.explain(a, b).kernel)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("M", [1, 3, 16])
+@pytest.mark.parametrize("K,N", [(4096, 1024), (1024, 4096), (1023, 4096), (4099, 64)])
+def test_x_sliced_along_k(dtype, M, K, N):
+    """x @ W.t() with x's rows starting one element past 16-byte boundaries (a view sliced along K), W
+    aligned: against a large W (K >= 1024, N * K >= 2^22) x is copied into aligned rows first, else read in
+    place one element a load (every row's load made, rows past M repeating the last); W with K not a
+    multiple of 8 (rows not aligned either) stays in place. A batch of two, the second x sliced too."""
+    seed = fresh_seed()
+    x = torch.randn(2, M, K + 1, device="cuda", dtype=dtype)[..., 1:]
+    w = torch.randn(N, K, device="cuda", dtype=dtype)
+    out = tilelab_torch.tiled_mm(x[0], w.t(), variant="gemv_16x8")
+    _check(out, x[0], w.t(), dtype, f"{M}x{K}x{N}, seed={seed}")
+    out = torch.ops.tilelab.tiled_bmm(x, w.t().expand(2, -1, -1), variant="gemv_16x8")
+    _check(out, x, w.t(), dtype, f"batch of 2, {M}x{K}x{N}, seed={seed}")

@@ -10,8 +10,9 @@ namespace tilelab {
 
 std::string gemv_cannot_run(const KernelConfig&, const GemmProblem&, const DeviceInfo&) { return ""; }
 
-void launch_gemv(const KernelConfig& row, const GemmProblem& p) {
+void launch_gemv(const KernelConfig& row, const GemmProblem& p0) {
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
+  GemmProblem p = p0;
   visit_family<Family::Gemv>(row, [&](auto r) {
     constexpr KernelConfig c = kConfigs[decltype(r)::value];
     static_assert(c.warps_m == 1 && c.bn == c.warps_n && c.threads == 32 * c.warps_n,
@@ -24,7 +25,14 @@ void launch_gemv(const KernelConfig& row, const GemmProblem& p) {
       if (rows == 1) return o.s_k == 1 && rows_aligned16(o.data, 0, o.s_batch, p.batch, esz);
       return o.k_contiguous && rows_aligned16(o, p);
     };
-    const bool vec = along_k(p.a, p.M) && along_k(p.b, p.N);
+    bool vec = along_k(p.a, p.M) && along_k(p.b, p.N);
+    // x k-contiguous in rows that are not 16-byte aligned (a view sliced along K) against a large W whose rows
+    // are: x is copied into aligned rows (at most 16 of them, small beside W) so that W streams 16 bytes a load
+    // again. A tiny product stays one launch reading both in place.
+    if (!vec && p.a.k_contiguous && along_k(p.b, p.N) && p.K >= 1024 && p.N * p.K >= (int64_t{1} << 22)) {
+      align_operand(p, p.a, true);
+      vec = along_k(p.a, p.M);
+    }
     // Fewer columns than a block's warps, in a batch: a flat grid of (matrix, column) pairs (gemv.cuh).
     dim3 grid = grid_for(p, c.bm, c.bn);
     if (p.N < c.warps_n && p.batch > 1)

@@ -97,11 +97,16 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemmArgs<T> p) {
   } else {
     k = lane;
   }
+  // One element a lane (any strides; the K tail of the 16-byte path). Every row's load is made, a row past
+  // `rows` reading the last row again (its sums are never stored): with a branch a row, each row's load
+  // issued only after the row before had its multiply-add, one memory round trip a row, which a tiny
+  // product spends most of its time on.
   for (; k < p.K; k += 32) {
     const Acc bk = static_cast<Acc>(b[static_cast<int64_t>(k) * p.sb_k]);
+    const T* ak = a + static_cast<int64_t>(k) * p.sa_k;
 #pragma unroll
     for (int r = 0; r < kRows; ++r)
-      if (r < rows) acc[r] += static_cast<Acc>(a[static_cast<int64_t>(r) * p.sa_m + static_cast<int64_t>(k) * p.sa_k]) * bk;
+      acc[r] += static_cast<Acc>(ak[static_cast<int64_t>(r < rows ? r : rows - 1) * p.sa_m]) * bk;
   }
 
   // Reduce each row's 32 partial sums; lane 0 stores.
