@@ -491,8 +491,14 @@ def test_fp32_few_rows():
     # N >= 2K: many columns keep a warp per column busy below 8 rows
     assert explain_described(*linear(4, 4096, 14336, f32), **H200).kernel == "gemv_16x8"
     assert explain_described(*linear(8, 4096, 14336, f32), **H200).kernel == "gemv_split_16x128x256"
-    x = torch.empty(4, 4097, dtype=f32)[:, 1:]  # rows start 4 bytes past 16-byte boundaries
-    assert explain_described(x, torch.empty(4096, 4096, dtype=f32).t(), **H200).kernel == "gemv_16x8"
+    # x's rows 4 bytes past 16-byte boundaries: against a large aligned W the launchers copy x into aligned rows,
+    # so the rules are those of aligned rows; a smaller W stays on gemv, which reads x in place.
+    x = torch.empty(4, 4097, dtype=f32)[:, 1:]
+    assert explain_described(x, torch.empty(4096, 4096, dtype=f32).t(), **H200).kernel == "gemv_split_16x128x256"
+    x = torch.empty(16, 4097, dtype=f32)[:, 1:]
+    assert explain_described(x, torch.empty(14336, 4096, dtype=f32).t(), **H200).kernel == "gemv_split_16x128x256"
+    x = torch.empty(4, 1025, dtype=f32)[:, 1:]
+    assert explain_described(x, torch.empty(1024, 1024, dtype=f32).t(), **H200).kernel == "gemv_16x8"
     # 17 to 32 rows: blocks of 32 rows where they make a round of >= 90% of the SMs on slices of K of at least
     # 2048 (14336 x 4096: 4 slices of 3584, 128 blocks), else two blocks of 16 rows
     # (From 25 rows the 32-row blocked tiles take these: the next test.)

@@ -75,3 +75,5 @@ def test_x_sliced_along_k(dtype, M, K, N):
     _check(out, x[0], w.t(), dtype, f"{M}x{K}x{N}, seed={seed}")
     out = torch.ops.tilelab.tiled_bmm(x, w.t().expand(2, -1, -1), variant="gemv_16x8")
     _check(out, x, w.t(), dtype, f"batch of 2, {M}x{K}x{N}, seed={seed}")
+    out = tilelab_torch.tiled_mm(x[1], w.t())  # the dispatcher's pick (fp32: gemv_split copies x too)
+    _check(out, x[1], w.t(), dtype, f"{tilelab_torch.explain(x[1], w.t()).kernel} {M}x{K}x{N}, seed={seed}")
