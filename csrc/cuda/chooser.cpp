@@ -580,7 +580,8 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // blocks run 8 to 12 tiles each, each ending in a sum over the block's warps, and every wgmma row streamed W
     // faster (H200, bf16, W cold, kernel durations over a CUDA graph: 16 products, 1 and 16 rows, K 768 to 4096,
     // N 32000 and 50257; gemv_mma 1.19x the fastest row's time, geometric mean, up to 1.64x). Ping-pong 128x128
-    // unsplit was within 6% of the fastest row on all 16 (1.02x, geometric mean). The tiles' lead over gemv_mma
+    // unsplit was within 6% of the fastest row on all 16 (1.02x, geometric mean; on an H100, bf16, the same 16:
+    // ping-pong 1.03x, at most 1.05x, gemv_mma 1.11x, at most 1.26x). The tiles' lead over gemv_mma
     // shrank with K (5-6% at 4096), so a longer K (8192x28672), unmeasured, stays with gemv_mma.
     if (p.batch == 1 && p.K <= 4096 && 2 * tiles128 >= 3 * sms) {
       ch = pick(kHopperPingPong, "sm_90, half precision, M <= 16 of x @ W.t(), K <= 4096, over at least 1.5 waves "
