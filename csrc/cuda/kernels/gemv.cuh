@@ -5,8 +5,8 @@
 // up to kRows rows: its lanes walk K together, each lane loading 16 bytes of
 // B's column n (contiguous along k: W's row) and the matching 16 bytes of each
 // row of A, accumulating in fp32 (fp64 for doubles); a warp shuffle reduction
-// then gives the kRows dot products, which lane 0 stores through the epilogue
-// (bias, conversion). Blocks cover (N / warps) x (M / kRows) x batch.
+// then gives the kRows dot products, lane r storing row r through the epilogue
+// (bias, activation, conversion). Blocks cover (N / warps) x (M / kRows) x batch.
 //
 // kVec: A and B k-contiguous with 16-byte aligned rows (the host checks), so
 // every load is 16 bytes, four steps of K issued together (the K tail a scalar
@@ -60,6 +60,13 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemmArgs<T> p) {
   Acc acc[kRows];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) acc[r] = 0;
+  // Lane r stores row m0 + r at the end; its bias is loaded now, its latency hidden under the K walk.
+  static_assert(kRows <= 32, "gemv: a lane stores each row");
+  const bool biased = p.bias != nullptr && p.partial == nullptr;
+  Acc my_bias = 0;
+  if (biased && lane < rows)
+    my_bias = static_cast<Acc>(p.bias[w.batch * p.sbias_b + static_cast<int64_t>(m0 + lane) * p.sbias_m +
+                                      static_cast<int64_t>(n) * p.sbias_n]);
 
   int k = 0;
   if constexpr (kVec) {
@@ -109,16 +116,25 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemmArgs<T> p) {
       acc[r] += static_cast<Acc>(ak[static_cast<int64_t>(r < rows ? r : rows - 1) * p.sa_m]) * bk;
   }
 
-  // Reduce each row's 32 partial sums; lane 0 stores.
+  // Reduce each row's 32 partial sums into lane 0, which hands row r's sum to lane r; the lanes then store
+  // their rows together, through the epilogue with the bias added here (it applies the activation, read at run
+  // time). Lane 0 storing the rows one after another, each bias load waiting behind the store before (C and the
+  // bias may alias, for all the compiler knows), made a tiny product wait a memory round trip a row.
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
 #pragma unroll
     for (int off = 16; off > 0; off /= 2) acc[r] += __shfl_down_sync(0xffffffffu, acc[r], off);
   }
-  if (lane == 0) {  // (the epilogue reads the activation at run time: one store per row)
+  Acc mine = 0;
 #pragma unroll
-    for (int r = 0; r < kRows; ++r)
-      if (r < rows) output_row(p, w.batch, m0 + r).store(n, acc[r]);
+  for (int r = 0; r < kRows; ++r) {
+    const Acc v = __shfl_sync(0xffffffffu, acc[r], 0);
+    if (lane == r) mine = v;
+  }
+  if (lane < rows) {
+    auto out = output_row(p, w.batch, m0 + lane);
+    out.bias = nullptr;  // added here
+    out.store(n, biased ? mine + my_bias : mine);
   }
 }
 
