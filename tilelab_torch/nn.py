@@ -387,6 +387,17 @@ def _put(model: nn.Module, name: str, block: nn.Module, new: _GatedBlock, layer:
     return ""
 
 
+def _one_product_blocked(layers: dict[str, TiledLinear]) -> str:
+    """Why the swapped linear layers of one gated MLP (by name) cannot run as one tiled_gated_linear, "" if
+    they can: a bias, or a kernel forced on any of them."""
+    if any(m.bias is not None for m in layers.values()):
+        return " or ".join(layers) + " has a bias"
+    if any(m.variant is not None or m.tile is not None for m in layers.values()):
+        return "a kernel is forced (variant/tile): " + ("each layer keeps it" if len(layers) > 1 else
+                                                         "the layer keeps it")
+    return ""
+
+
 def _gate(model: nn.Module, name: str, block: nn.Module, names: tuple[str, str, str, str]) -> tuple[bool, str]:
     """Replace the gated MLP ``block`` (at ``name`` in ``model``) by a :class:`TiledGatedMLP` if its gate and
     up layers can run as one tiled_gated_linear and the block's output stays the same on a probe.
@@ -397,10 +408,9 @@ def _gate(model: nn.Module, name: str, block: nn.Module, names: tuple[str, str, 
         return False, ""  # the activation was not fused: `left` says why
     if not _bare(up):
         return False, f"{u} is not a swapped linear layer without an activation"
-    if gate.bias is not None or up.bias is not None:
-        return False, f"{g} or {u} has a bias"
-    if any(m.variant is not None or m.tile is not None for m in (gate, up)):
-        return False, "a kernel is forced (variant/tile): each layer keeps it"
+    why = _one_product_blocked({g: gate, u: up})
+    if why:
+        return False, why
     if gate.weight.shape != up.weight.shape or gate.weight.dtype != up.weight.dtype \
             or gate.weight.device != up.weight.device:
         return False, f"{g} and {u} differ in shape, dtype or device"
@@ -416,10 +426,9 @@ def _gate_merged(model: nn.Module, name: str, block: nn.Module, names: tuple[str
     gate_up = getattr(block, gu, None)
     if not _bare(gate_up):
         return False, f"{gu} is not a swapped linear layer without an activation"
-    if gate_up.bias is not None:
-        return False, f"{gu} has a bias"
-    if gate_up.variant is not None or gate_up.tile is not None:
-        return False, "a kernel is forced (variant/tile): the layer keeps it"
+    why = _one_product_blocked({gu: gate_up})
+    if why:
+        return False, why
     if gate_up.out_features % 2 != 0:
         return False, f"{gu} has an odd number of outputs: no two halves"
     activation, why = _identify(getattr(block, a, None))
