@@ -75,6 +75,13 @@ inline int64_t padded16(int64_t cont, size_t elem) {
 inline bool rows_aligned16(const Operand& o, const GemmProblem& p) {
   return rows_aligned16(o.data, o.k_contiguous ? o.s_mn : o.s_k, o.s_batch, p.batch, c10::elementSize(p.dtype));
 }
+// x @ W.t() (both k-contiguous) whose x rows are not 16-byte aligned (a view sliced along K) against a large W
+// (K >= 1024, N * K >= 2^22) whose rows are: the few-row launchers (gemv, gemv_split) copy x into aligned rows, so
+// that W streams 16 bytes a load, and the chooser's rules for them treat the problem as aligned.
+inline bool x_copied_for_w(const GemmProblem& p) {
+  return p.a.k_contiguous && p.b.k_contiguous && !rows_aligned16(p.a, p) && rows_aligned16(p.b, p) &&
+         p.K >= 1024 && p.N * p.K >= (int64_t{1} << 22);
+}
 // The same for the output C of p (a TMA store's requirement; an output not yet allocated has a null,
 // aligned base).
 inline bool c_rows_aligned16(const GemmProblem& p) {

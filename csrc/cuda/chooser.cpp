@@ -600,13 +600,12 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   }
   const int64_t gemv_rows = p.allow_tf32 ? 2 : 16, split_rows = p.allow_tf32 ? 4 : 32;
   const int64_t split_from = p.N >= 2 * p.K ? 8 : 2;  // under TF32 (at most 4 rows): none where N >= 2K
-  // x in rows that are not 16-byte aligned (a view sliced along K) against a large W whose rows are: the
-  // gemv_split and gemv launchers copy x into aligned rows (at most 32 of them, small beside W) and stream W
-  // 16 bytes a load (H200, fp32, kernel time per call over a CUDA graph, x sliced: 16x4096x4096 on
-  // gemv_16x8 ~400 us reading x in place, 100 copying it; 4x4096x4096 238 and 33; cuBLAS 48.0, 28.4).
-  const bool x_copied =
-      k_cont && !aligned && rows_aligned16(p.b, p) && p.K >= 1024 && p.N * p.K >= (int64_t{1} << 22);
-  const bool split_rows_ok = k_cont && fp32 && (aligned || x_copied) && p.M >= split_from && p.M <= split_rows;
+  // x in rows that are not 16-byte aligned against a large W whose rows are (x_copied_for_w): the gemv_split and
+  // gemv launchers copy x into aligned rows (at most 32 of them, small beside W) and stream W 16 bytes a load
+  // (H200, fp32, kernel time per call over a CUDA graph, x sliced: 16x4096x4096 on gemv_16x8 ~400 us reading x
+  // in place, 100 copying it; 4x4096x4096 238 and 33; cuBLAS 48.0, 28.4).
+  const bool split_rows_ok =
+      k_cont && fp32 && (aligned || x_copied_for_w(p)) && p.M >= split_from && p.M <= split_rows;
   const KernelConfig& split16 = kConfigs[kGemvSplit];
   const bool split_fills = gemv_split_blocks(split16, p) >= gemv_split_blocks_per_sm(split16) * d.num_sms;
   // IEEE fp32, 25 to 48 rows (17 to 48 for x @ B, B row-major) over K and N of at least 4096: blocked tiles one

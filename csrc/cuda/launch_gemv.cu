@@ -26,10 +26,10 @@ void launch_gemv(const KernelConfig& row, const GemmProblem& p0) {
       return o.k_contiguous && rows_aligned16(o, p);
     };
     bool vec = along_k(p.a, p.M) && along_k(p.b, p.N);
-    // x k-contiguous in rows that are not 16-byte aligned (a view sliced along K) against a large W whose rows
-    // are: x is copied into aligned rows (at most 16 of them, small beside W) so that W streams 16 bytes a load
-    // again. A tiny product stays one launch reading both in place.
-    if (!vec && p.a.k_contiguous && along_k(p.b, p.N) && p.K >= 1024 && p.N * p.K >= (int64_t{1} << 22)) {
+    // x in rows that are not 16-byte aligned against a large W whose rows are (x_copied_for_w, gemm.h): x is
+    // copied into aligned rows (at most 16 of them, small beside W) so that W streams 16 bytes a load again. A
+    // tiny product stays one launch reading both in place.
+    if (!vec && along_k(p.b, p.N) && x_copied_for_w(p)) {
       align_operand(p, p.a, true);
       vec = along_k(p.a, p.M);
     }
