@@ -86,8 +86,9 @@ template <typename T, int BM, int BN, int kStages, bool kPingPong, bool kSwap, b
           bool kAux = false>
 void launch_one(const GemmProblem& p0, cudaStream_t stream) {
   constexpr bool store_c = kStore != hopper::Store::Registers;
-  constexpr int smem = hopper::smem_bytes<BM, BN, kStages>();
-  constexpr auto kernel = hopper_kernel<T, BM, BN, kStages, kAK, kBK, kPingPong, kSwap, kStore, false, kAux>;
+  constexpr int kRing = hopper::ring_stages<BM, BN, kStages, kBK>();  // kStages, or fewer for an n-contiguous B
+  constexpr int smem = hopper::smem_bytes<BM, BN, kRing, kBK>();
+  constexpr auto kernel = hopper_kernel<T, BM, BN, kRing, kAK, kBK, kPingPong, kSwap, kStore, false, kAux>;
   allow_smem<kernel>(smem);
   GemmProblem p = p0;
   align_operand_rows(p);
@@ -226,7 +227,7 @@ void launch_layouts(const GemmProblem& p, cudaStream_t stream) {
 template <typename T, int BM, int BN, int kStages>
 void launch_gated_tiles(const at::Tensor& x, const at::Tensor& w_gate, const at::Tensor& w_up, const at::Tensor& out,
                         Activation act, cudaStream_t stream) {
-  constexpr int smem = hopper::smem_bytes<BM, BN, kStages>();
+  constexpr int smem = hopper::smem_bytes<BM, BN, kStages, true>();
   constexpr auto kernel = hopper_kernel<T, BM, BN, kStages, true, true, false, false, hopper::Store::TmaActivation,
                                         true>;
   allow_smem<kernel>(smem);
@@ -253,8 +254,8 @@ void launch_hopper_gated(int bm, const at::Tensor& x, const at::Tensor& w_gate, 
                          const at::Tensor& out, Activation act) {
   TORCH_CHECK(kBuiltForSm90a, "tilelab: internal error: the gated kernel is not in this build");
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
-  // The stages of the rows with the same stage bytes: hopper_128x256x64's 4 x 48 KB, hopper_m64_64x96x64's
-  // 8 x 24 KB (64 rows of x and 64 + 64 of the weights).
+  // Stages: hopper_128x256x64's 4 x 48 KB (128 rows of x, 128 + 128 of the weights), and 8 x 24 KB for 64 rows
+  // of x and 64 + 64 of the weights (hopper_m64_64x96x64's ring with a row-major B).
   const auto run = [&](auto t) {
     using T = decltype(t);
     if (bm == 128) launch_gated_tiles<T, 128, 256, 4>(x, w_gate, w_up, out, act, stream);

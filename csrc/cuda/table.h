@@ -78,7 +78,7 @@ inline constexpr KernelConfig kConfigs[] = {
   {"hopper_m64_64x64x64",        "hopper_m64",      Family::Hopper,     64,  64,  64, 64,  4, 1,  256, 12, 0, kF16 | kBF16, 90, false, "wgmma m64n64k16 (fp32 acc) + TMA, 128B swizzle, 12-stage mbarrier ring, producer + 1 consumer warpgroup"},
   // 64 x 96: fewer bytes a stage than 128x64 at nearly as many tiles (128 tokens through a 2048 -> 5632
   // projection: 118 tiles against 88). A row-major B is read in whole 64-column boxes (128 columns a stage).
-  {"hopper_m64_64x96x64",        "hopper_m64",      Family::Hopper,     96,  64,  96, 64,  4, 1,  256, 8, 0, kF16 | kBF16, 90, false, "wgmma m64n96k16 (fp32 acc) + TMA, 128B swizzle, 8-stage mbarrier ring, producer + 1 consumer warpgroup"},
+  {"hopper_m64_64x96x64",        "hopper_m64",      Family::Hopper,     96,  64,  96, 64,  4, 1,  256, 10, 0, kF16 | kBF16, 90, false, "wgmma m64n96k16 (fp32 acc) + TMA, 128B swizzle, 10-stage mbarrier ring (8 for a row-major B), producer + 1 consumer warpgroup"},
   // 160 wide: a fuller last wave where 192 leaves SMs idle (DeepGEMM's unaligned BLOCK_N): a 3072 x 768 weight
   // gradient is 120 tiles of 128x160 on 132 SMs against 96 of 128x192. A tile's last box is 32 columns wide
   // (stored through its own map). No rule picks it (variant= or tune() do): bf16 3072 x 768 over K = 12608,

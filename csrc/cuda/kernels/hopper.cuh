@@ -127,37 +127,54 @@ __host__ __device__ constexpr int a_box_rows(int bm, int64_t m) {
   return m >= bm ? bm : static_cast<int>((m + 7) / 8 * 8);
 }
 
-// A stage holds A's BM rows and B's BN rounded up to whole 64-row boxes (an n-contiguous B of a
-// 160-wide tile is read as 3 boxes of 64 columns, the last one half unused).
-template <int BM, int BN>
+// A stage holds A's BM rows and B's: one box of BN rows where B is k-contiguous (BN * 128 bytes, whole
+// 1024-byte swizzle atoms), else BN rounded up to whole 64-column boxes (an n-contiguous B of a 160-wide tile
+// is read as 3 boxes of 64 columns, the last one half unused).
+constexpr int stage_bytes_of(int bm, int bn, bool bk) { return (bm + (bk ? bn : (bn + 63) / 64 * 64)) * 128; }
+template <int BM, int BN, bool kBK>
 constexpr int stage_bytes() {
-  return (BM + (BN + 63) / 64 * 64) * 128;
+  return stage_bytes_of(BM, BN, kBK);
 }
 // The epilogue's staging buffers: two per consumer warp (one where two do not fit beside the ring: the
 // 192 x 192 row's 4 x 48 KB), each one TMA-store box of 16 rows x 128 bytes (64 half / 32 fp32 columns),
 // 128-byte swizzled.
 constexpr int kStoreRows = 16;
 constexpr int kStoreBoxBytes = kStoreRows * 128;
+constexpr int store_bytes_of(int bm, int bufs) { return bm / 64 * 4 * bufs * kStoreBoxBytes; }
 template <int BM, int bufs>
 constexpr int store_bytes() {  // 32 KB for 8 consumer warps with 2 buffers, 16 KB for 4
-  return consumer_groups<BM>() * 4 * bufs * kStoreBoxBytes;
+  return store_bytes_of(consumer_groups<BM>() * 64, bufs);
 }
-// Dynamic shared memory: the ring of kStages stages (the table row's stages:
-// 4 x 48 KB for 128x256 and 192x192, 4 x 40 KB for 128x192 and 128x160, 6 x 32 KB for 128x128 and 128x96,
-// 8 x 24 KB for 128x64, 12 x 16 KB for 64x64, 8 x 24 KB for 64x96), the store buffers, 1 KB of slack to align both
-// to 1024 bytes (the swizzle atom), and the mbarriers.
+// Dynamic shared memory: the ring of kStages stages, the store buffers, 1 KB of slack to align both to 1024
+// bytes (the swizzle atom), and the mbarriers.
 constexpr int kMaxSmemBytes = kSm90SmemBytes;  // dynamic shared memory a block may have on sm_90
-template <int BM, int BN, int kStages, int bufs>
-constexpr int smem_bytes_with() {
-  return kStages * stage_bytes<BM, BN>() + store_bytes<BM, bufs>() + 1024 + 2 * 8 * kStages;
+constexpr int smem_bytes_of(int bm, int bn, bool bk, int stages, int bufs) {
+  return stages * stage_bytes_of(bm, bn, bk) + store_bytes_of(bm, bufs) + 1024 + 2 * 8 * stages;
 }
+// A row's staging buffers, as its table stages with a k-contiguous B leave room for.
 template <int BM, int BN, int kStages>
 constexpr int store_bufs() {
-  return smem_bytes_with<BM, BN, kStages, 2>() <= kMaxSmemBytes ? 2 : 1;
+  return smem_bytes_of(BM, BN, true, kStages, 2) <= kMaxSmemBytes ? 2 : 1;
 }
-template <int BM, int BN, int kStages>
+// The ring's depth: the table row's stages (4 x 48 KB for 128x256 and 192x192, 4 x 40 KB for 128x192, 4 x 36 KB
+// for 128x160, 6 x 32 KB for 128x128, 6 x 28 KB for 128x96, 6 x 25 KB for the swap-AB row's 128 x 72, 8 x 24 KB
+// for 128x64, 12 x 16 KB for 64x64, 10 x 20 KB for 64x96), sized for a k-contiguous B (x @ W.t()'s layout);
+// fewer where an n-contiguous B's whole 64-column boxes make a stage larger and they do not fit (64x96: 8 x 24
+// KB). Deeper rings paid only on 64x96 (H200, bf16, kernel time with cold operands, 8 -> 10 stages: x @ W.t()
+// 128x2048x5632 11.65 -> 11.38 us, 256x2048x5632 16.45 -> 16.06, 128x4096x14336 47.5 -> 46.2); the swap-AB row at 7
+// stages, 128x96 at 7 and 128x160 at 5 moved by -5% to +4% on ViT-B/16's products, about nothing.
+constexpr int ring_stages_of(int bm, int bn, bool bk, int stages, int bufs) {
+  return stages <= 1 || smem_bytes_of(bm, bn, bk, stages, bufs) <= kMaxSmemBytes
+             ? stages
+             : ring_stages_of(bm, bn, bk, stages - 1, bufs);
+}
+template <int BM, int BN, int kStages, bool kBK>
+constexpr int ring_stages() {
+  return ring_stages_of(BM, BN, kBK, kStages, store_bufs<BM, BN, kStages>());
+}
+template <int BM, int BN, int kStages, bool kBK>
 constexpr int smem_bytes() {
-  return smem_bytes_with<BM, BN, kStages, store_bufs<BM, BN, kStages>()>();
+  return smem_bytes_of(BM, BN, kBK, kStages, store_bufs<BM, BN, kStages>());
 }
 
 // Split-K reduced in the kernel (split_reduce_in_kernel in split_reduce.cu: where every slice is a block of one
@@ -572,10 +589,10 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
                   hopper::SliceSums fix) {
 #ifdef TILELAB_HOPPER_DEVICE
   using namespace hopper;
-  static_assert(smem_bytes<BM, BN, kStages>() <= kMaxSmemBytes, "hopper: the ring must fit in shared memory");
+  static_assert(smem_bytes<BM, BN, kStages, kBK>() <= kMaxSmemBytes, "hopper: the ring must fit in shared memory");
   static_assert(!kPingPong || (BN <= 128 && BM == 128),
                 "hopper: a ping-pong warpgroup holds a whole 128-row tile (BN / 2 * 2 floats)");
-  constexpr int kStageBytes = stage_bytes<BM, BN>();
+  constexpr int kStageBytes = stage_bytes<BM, BN, kBK>();
   constexpr int kABytes = BM * 128;
   constexpr int kConsumerWarps = 4 * consumer_groups<BM>();
   constexpr int kBufs = store_bufs<BM, BN, kStages>();  // staging buffers a consumer warp
