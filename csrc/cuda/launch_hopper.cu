@@ -16,7 +16,6 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
-#include <cstdlib>
 #include <sstream>
 #include <type_traits>
 
@@ -84,12 +83,12 @@ dim3 persistent_grid(const GemmProblem& p, int bm, int bn) {
 // epilogue (store_path of the caller's product).
 // kAux: p0.aux receives the pre-activation as well (hopper_kernel's kAux).
 template <typename T, int BM, int BN, int kStages, bool kPingPong, bool kSwap, bool kAK, bool kBK, hopper::Store kStore,
-          bool kAux = false, int kCluster = 1>
+          bool kAux = false>
 void launch_one(const GemmProblem& p0, cudaStream_t stream) {
   constexpr bool store_c = kStore != hopper::Store::Registers;
   constexpr int kRing = hopper::ring_stages<BM, BN, kStages, kBK>();  // kStages, or fewer for an n-contiguous B
   constexpr int smem = hopper::smem_bytes<BM, BN, kRing, kBK>();
-  constexpr auto kernel = hopper_kernel<T, BM, BN, kRing, kAK, kBK, kPingPong, kSwap, kStore, false, kAux, kCluster>;
+  constexpr auto kernel = hopper_kernel<T, BM, BN, kRing, kAK, kBK, kPingPong, kSwap, kStore, false, kAux>;
   allow_smem<kernel>(smem);
   GemmProblem p = p0;
   align_operand_rows(p);
@@ -103,8 +102,7 @@ void launch_one(const GemmProblem& p0, cudaStream_t stream) {
   constexpr int kTileK = hopper::tile_k<T>();
   const int64_t ba = a_batch ? p.batch : 1, bb = b_batch ? p.batch : 1;
   const CUtensorMap map_a =
-      kAK ? make_map(a.data, p.dtype, p.K, p.M, ba, lda, a.s_batch,
-                     kCluster > 1 ? BM / kCluster : hopper::a_box_rows(BM, p.M))
+      kAK ? make_map(a.data, p.dtype, p.K, p.M, ba, lda, a.s_batch, hopper::a_box_rows(BM, p.M))
           : make_map(a.data, p.dtype, p.M, p.K, ba, lda, a.s_batch, kTileK);
   const CUtensorMap map_b = kBK ? make_map(b.data, p.dtype, p.K, p.N, bb, ldb, b.s_batch, BN)
                                 : make_map(b.data, p.dtype, p.N, p.K, bb, ldb, b.s_batch, kTileK);
@@ -147,39 +145,6 @@ void launch_one(const GemmProblem& p0, cudaStream_t stream) {
     fix.sums = fix_mem.data_ptr<float>();
     fix.ready = reinterpret_cast<unsigned*>(fix.sums + floats);
     C10_CUDA_CHECK(cudaMemsetAsync(fix.ready, 0, tiles * sizeof(unsigned), stream));
-  }
-  if constexpr (kCluster > 1) {
-    TORCH_CHECK(fix.ready == nullptr && p.M >= BM, "tilelab: internal error: a cluster of hopper blocks without "
-                "in-kernel slices, on at least a tile's rows");
-    const int clusters = once_per_device<kernel, DeviceFact::kBlocksPerSm>([&] {
-      cudaLaunchConfig_t cfg{};
-      cfg.gridDim = dim3(kCluster);
-      cfg.blockDim = dim3(hopper::threads<BM>());
-      cfg.dynamicSmemBytes = smem;
-      cudaLaunchAttribute attr{};
-      attr.id = cudaLaunchAttributeClusterDimension;
-      attr.val.clusterDim.x = kCluster, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
-      cfg.attrs = &attr;
-      cfg.numAttrs = 1;
-      int n = 0;
-      C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, kernel, &cfg));
-      TORCH_CHECK(n > 0, "tilelab: no cluster of ", kCluster, " hopper blocks fits on this device");
-      return n;
-    });
-    const int64_t count = PersistentGrouped<kGroupM>::count_of(p.M, p.N, BM, BN * kCluster, p.splits, p.batch);
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(static_cast<unsigned>(kCluster * std::max<int64_t>(1, std::min<int64_t>(count, clusters))));
-    cfg.blockDim = dim3(hopper::threads<BM>());
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = kCluster, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_b, map_c, map_c_tail, map_aux, map_aux_tail,
-                                      device_args<T>(p), a_batch ? 1 : 0, b_batch ? 1 : 0, fix));
-    return;
   }
   kernel<<<persistent_grid(p, BM, BN), hopper::threads<BM>(), smem, stream>>>(
       map_a, map_b, map_b /* map_b2: gated tiles only */, map_c, map_c_tail, map_aux, map_aux_tail,
@@ -248,12 +213,6 @@ void launch_layouts(const GemmProblem& p, cudaStream_t stream) {
             }
           }
           TORCH_CHECK(q.aux == nullptr, "tilelab: internal error: no pre-activation output for this row or layout");
-          if constexpr (kSwap && kBK) {  // attempt: clusters of 2 blocks multicasting A (TILELAB_SWAP_CLUSTER set)
-            static const bool cluster = std::getenv("TILELAB_SWAP_CLUSTER") != nullptr;
-            if (cluster && q.splits == 1 && q.partial == nullptr && q.M >= BM) {
-              return launch_one<T, BM, BN, kStages, kPingPong, kSwap, kAK, kBK, kStore, false, 2>(q, stream);
-            }
-          }
           launch_one<T, BM, BN, kStages, kPingPong, kSwap, kAK, kBK, kStore>(q, stream);
         }
       });

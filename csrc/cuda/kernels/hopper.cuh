@@ -202,26 +202,6 @@ __device__ __forceinline__ unsigned load_acquire(const unsigned* counter) {
   return v;
 }
 
-// ---- clusters of 2 blocks: a block's rank in its cluster; a barrier of every thread of the cluster; an
-// arrival on the mbarrier at the same offset in block `rank`'s shared memory (CTA-scope semantics, as
-// CUTLASS's cluster barriers: the stage was read by wgmma, whose completion precedes the arrival).
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void mbar_arrive_in(uint32_t bar, uint32_t rank) {
-  asm volatile(
-      "{\n.reg .b32 remote;\n"
-      "mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
-      "r"(rank)
-      : "memory");
-}
-
 // ---- mbarriers
 __device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
@@ -253,17 +233,6 @@ __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, u
       "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], "
       "[%2];\n" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
-      : "memory");
-}
-
-// The same box into shared memory at `dst` of every block of the cluster in `mask` (bit r: rank r), each
-// block's mbarrier at `bar` completing by the box's bytes.
-__device__ __forceinline__ void tma_load_multicast(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0,
-                                                   int c1, int c2, uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, "
-      "{%3, %4, %5}], [%2], %6;\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "h"(mask)
       : "memory");
 }
 
@@ -611,7 +580,7 @@ enum class Store { Tma, TmaActivation, Registers };
 // map_aux (a tile's narrow last box through map_aux_tail), which autograd saves for the activation's backward,
 // then act(value) through map_c: the activation's own pass over the output (read it, write act of it) is gone.
 template <typename T, int BM, int BN, int kStages, bool kAK, bool kBK, bool kPingPong, bool kSwap, hopper::Store kStore,
-          bool kGated = false, bool kAux = false, int kCluster = 1>
+          bool kGated = false, bool kAux = false>
 __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
     hopper_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                   const __grid_constant__ CUtensorMap map_b2, const __grid_constant__ CUtensorMap map_c,
@@ -658,10 +627,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
   auto empty = [&](int s) { return bars + 8 * (kStages + s); };
   // A stage is released by every consumer warp that read it: both warpgroups'
   // (cooperative) or the one warpgroup's whose tile it holds (ping-pong).
-  // In a cluster, those of both blocks (each block's producer writes half of A into both).
-  constexpr int kReleases = (kPingPong ? kConsumerWarps / 2 : kConsumerWarps) * kCluster;
-  static_assert(kCluster == 1 || (kCluster == 2 && !kPingPong && !kGated && sizeof(T) == 2 && BM == 128),
-                "hopper: clusters of 2 cooperative half-precision blocks of 128 rows");
+  constexpr int kReleases = kPingPong ? kConsumerWarps / 2 : kConsumerWarps;
 
   // The warpgroup index through a shuffle: the compiler then knows it is the same across a warp, and keeps what
   // derives from it (the wgmma descriptors) in uniform registers.
@@ -673,34 +639,19 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  // A cluster's blocks: both blocks' barriers are initialized before either block's copies or arrivals reach them.
-  uint32_t rank = 0;
-  if constexpr (kCluster > 1) {
-    rank = cluster_rank();
-    cluster_sync();
-  } else {
-    __syncthreads();
-  }
+  __syncthreads();
 
   // In-kernel split-K: the slices from the last to the first, so slice 0's block, which waits, comes last.
-  // In a cluster the list is of tiles BM x kCluster * BN, block `rank` of which computes columns rank * BN..
-  // (both blocks walk the same list, the grid being kCluster x the clusters).
-  const PersistentGrouped<kGroupM> sched(p.M, p.N, BM, kOutN * kCluster, (p.K + kTileK - 1) / kTileK, p.splits,
-                                         p.batch, fix.ready != nullptr);
-  const int64_t first = blockIdx.x / kCluster, stride = gridDim.x / kCluster;
-  auto work = [&](int64_t i) {
-    WorkTile w = sched.at(i);
-    w.tn = w.tn * kCluster + static_cast<int>(rank);
-    return w;
-  };
+  const PersistentGrouped<kGroupM> sched(p.M, p.N, BM, kOutN, (p.K + kTileK - 1) / kTileK, p.splits, p.batch,
+                                         fix.ready != nullptr);
 
   if (wg == 0) {
     // ---------------- producer: every tile of the block, in order; `it` is the ring position.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
     if (tid == 0) {
       int it = 0;
-      for (int64_t i = first; i < sched.count; i += stride) {
-        const WorkTile w = work(i);
+      for (int64_t i = blockIdx.x; i < sched.count; i += gridDim.x) {
+        const WorkTile w = sched.at(i);
         const int m0 = w.tm * BM, n0 = w.tn * kOutN;
         const int za = a_batch ? w.batch : 0, zb = b_batch ? w.batch : 0;
         for (int kt = w.k_begin; kt < w.k_end; ++kt, ++it) {
@@ -709,13 +660,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
           const uint32_t sa = ring + s * kStageBytes, sb = sa + kABytes;
           mbar_expect_tx(full(s), tx_bytes);
           const int k0 = kt * kTileK;
-          if constexpr (kCluster > 1) {
-            // A: this block's half, multicast into both blocks (k-contiguous: rows 64 * rank.. of the tile, the
-            // map's box 64 rows; m-contiguous: the 64-row box `rank`).
-            if constexpr (kAK) tma_load_multicast(sa + rank * (BM / 2) * 128, &map_a, full(s), k0, m0 + rank * (BM / 2),
-                                                  za, 3);
-            else tma_load_multicast(sa + rank * kBoxBytes, &map_a, full(s), m0 + rank * kTileK, k0, za, 3);
-          } else if constexpr (kAK) {
+          if constexpr (kAK) {
             tma_load(sa, &map_a, full(s), k0, m0, za);
           } else {
 #pragma unroll
@@ -751,18 +696,8 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
     int it = 0;   // the ring position of this tile's first k-tile
     int j = 0;    // the block's tile count so far
     int box = 0;  // the warp's staging buffer for its next TMA-store box (two alternate; one: always 0)
-    // Releases a stage: this warp's arrival on its `empty` barrier in every block of the cluster.
-    auto release = [&](int s) {
-      if (lane != 0) return;
-      if constexpr (kCluster > 1) {
-#pragma unroll
-        for (int r = 0; r < kCluster; ++r) mbar_arrive_in(empty(s), r);
-      } else {
-        mbar_arrive(empty(s));
-      }
-    };
-    for (int64_t i = first; i < sched.count; i += stride, ++j) {
-      const WorkTile w = work(i);
+    for (int64_t i = blockIdx.x; i < sched.count; i += gridDim.x, ++j) {
+      const WorkTile w = sched.at(i);
       const int ktiles = w.k_end - w.k_begin;
       if (kPingPong && (j % 2) != c) {  // the other warpgroup's tile: only its ring slots
         it += ktiles;
@@ -837,14 +772,14 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
         wgmma_wait<1>();
 #pragma unroll
         for (int h = 0; h < kHalves; ++h) fence_regs(d[h]);
-        if (kt > 0) release((it - 1) % kStages);
+        if (kt > 0 && lane == 0) mbar_arrive(empty((it - 1) % kStages));
       }
       wgmma_wait<0>();
 #pragma unroll
       for (int h = 0; h < kHalves; ++h) fence_regs(d[h]);
-      if (ktiles > 0) release((it - 1) % kStages);  // the tile's last stage
+      if (ktiles > 0 && lane == 0) mbar_arrive(empty((it - 1) % kStages));  // the tile's last stage
       // Ping-pong: the other warpgroup may start its next tile's MMAs (if the block has one for it).
-      if (kPingPong && i + stride < sched.count) bar_arrive(kOrderBar + (1 - c), 256);
+      if (kPingPong && i + gridDim.x < sched.count) bar_arrive(kOrderBar + (1 - c), 256);
 
       if (kStoreC && fix.ready != nullptr) {
         // In-kernel split-K (SliceSums): a tile's consumer threads (both warpgroups cooperative, one ping-pong),
@@ -1142,8 +1077,6 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
     }
     if (kStoreC && lane == 0) bulk_wait_all();  // the block's last writes have landed
   }
-  // A block of a cluster stays until the other has made its last arrival on this block's barriers.
-  if constexpr (kCluster > 1) cluster_sync();
 #else
   // Not compiled for sm_90a: the chooser never launches this (launch_hopper.cu: hopper_cannot_run).
   __trap();
