@@ -25,7 +25,7 @@
 #include "gemm.h"
 #include "op_handles.h"
 #ifdef TILELAB_WITH_CUDA
-#include "cuda/split_reduce.h"
+#include "cuda/host.h"
 #endif
 
 namespace tilelab {

@@ -50,4 +50,9 @@ std::string explain_gated(const at::Tensor& x, const at::Tensor& w_gate, const a
                           std::optional<c10::string_view> activation, std::optional<int64_t> sm,
                           std::optional<int64_t> num_sms);
 
+// t (2-D, on the current CUDA device, unit stride along its rows) copied into rows padded to 16 bytes, as a view
+// of their first t.size(1) columns: what every launcher reads in place (aligned_copy.h's pad_rows, the copy
+// they would each make). For a gradient two products read (autograd.cpp). In aligned_copy.cu.
+at::Tensor padded_rows(const at::Tensor& t);
+
 }  // namespace tilelab

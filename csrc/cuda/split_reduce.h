@@ -26,11 +26,6 @@ bool split_reduce_in_kernel(const KernelConfig& row, const GemmProblem& p, int64
 // synchronisation, CUDA-graph capturable): the second pass's slabs, the in-kernel hand-over's slots.
 at::Tensor fp32_workspace(int64_t floats);
 
-// t (2-D, on the current CUDA device, unit stride along its rows) copied into rows padded to 16 bytes, as a view
-// of their first t.size(1) columns: what every launcher reads in place (aligned_copy.h's pad_rows, the copy
-// they would each make). For a gradient two products read (autograd.cpp).
-at::Tensor padded_rows(const at::Tensor& t);
-
 // Testing hook (torch.ops.tilelab._set_split_reduce): "kernel" adds the slices in
 // the kernel wherever it can, "pass" always in the second pass, "" goes by cost.
 void set_split_reduce_override(const std::string& how);
