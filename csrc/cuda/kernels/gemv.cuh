@@ -62,11 +62,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemmArgs<T> p) {
   for (int r = 0; r < kRows; ++r) acc[r] = 0;
   // Lane r stores row m0 + r at the end; its bias is loaded now, its latency hidden under the K walk.
   static_assert(kRows <= 32, "gemv: a lane stores each row");
-  const bool biased = p.bias != nullptr && p.partial == nullptr;
-  Acc my_bias = 0;
-  if (biased && lane < rows)
-    my_bias = static_cast<Acc>(p.bias[w.batch * p.sbias_b + static_cast<int64_t>(m0 + lane) * p.sbias_m +
-                                      static_cast<int64_t>(n) * p.sbias_n]);
+  const Acc my_bias = lane < rows ? bias_at<Acc>(p, w.batch, m0 + lane, n) : Acc(0);
 
   int k = 0;
   if constexpr (kVec) {
@@ -131,11 +127,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemmArgs<T> p) {
     const Acc v = __shfl_sync(0xffffffffu, acc[r], 0);
     if (lane == r) mine = v;
   }
-  if (lane < rows) {
-    auto out = output_row(p, w.batch, m0 + lane);
-    out.bias = nullptr;  // added here
-    out.store(n, biased ? mine + my_bias : mine);
-  }
+  if (lane < rows) output_row(p, w.batch, m0 + lane).store_biased(n, mine, my_bias);
 }
 
 }  // namespace tilelab

@@ -262,8 +262,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_mma_kernel(GemmArgs<T> p, in
     __syncthreads();
     // A thread's outputs i = threadIdx.x + it * kWarps * 32 (register q of lane l: C[m][n] for n = 16 r + l / 4
     // (+ 8 for q >= 2) (kNMajor: n = 4 (l / 4) + 2 r (+ 1)), m = 2 (l % 4) + q % 2 (+ 8 for half 1)). Their bias
-    // is loaded first, all at once: loaded with each store, each load would wait for the store before it (C and
-    // the bias may alias, for all the compiler knows), one memory round trip an output.
+    // is loaded first, all at once (bias_at).
     constexpr int kOuts = kR * (kTwo ? 2 : 1) * 4 * 32, kPer = kOuts / (kWarps * 32);
     static_assert(kOuts % (kWarps * 32) == 0, "gemv_mma: a block's threads share a tile's outputs evenly");
     int om[kPer], on[kPer];
@@ -274,10 +273,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_mma_kernel(GemmArgs<T> p, in
       const int l = i % 32, q = (i / 32) % 4, half = (i / 128) % (kTwo ? 2 : 1), r = i / (kTwo ? 256 : 128);
       on[it] = n0 + (kNMajor ? 4 * (l / 4) + 2 * r + (q >= 2 ? 1 : 0) : 16 * r + l / 4 + (q >= 2 ? 8 : 0));
       om[it] = m0 + 2 * (l % 4) + q % 2 + 8 * half;
-      ob[it] = p.bias != nullptr && om[it] < p.M && on[it] < p.N
-                   ? static_cast<float>(p.bias[bz * p.sbias_b + static_cast<int64_t>(om[it]) * p.sbias_m +
-                                               static_cast<int64_t>(on[it]) * p.sbias_n])
-                   : 0.f;
+      ob[it] = om[it] < p.M && on[it] < p.N ? bias_at(p, bz, om[it], on[it]) : 0.f;
     }
 #pragma unroll
     for (int it = 0; it < kPer; ++it) {
@@ -287,9 +283,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_mma_kernel(GemmArgs<T> p, in
       float sum = 0.f;
 #pragma unroll
       for (int w = 0; w < kWarps; ++w) sum += part(w, r, half, q, l);
-      auto out = output_row(p, bz, om[it]);
-      out.bias = nullptr;  // added here, from ob
-      out.store(on[it], p.bias != nullptr ? sum + ob[it] : sum);
+      output_row(p, bz, om[it]).store_biased(on[it], sum, ob[it]);
     }
     __syncthreads();  // the sums are read: the next tile may write them
   }
