@@ -265,24 +265,29 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_mma_kernel(GemmArgs<T> p, in
     // is loaded first, all at once (bias_at).
     constexpr int kOuts = kR * (kTwo ? 2 : 1) * 4 * 32, kPer = kOuts / (kWarps * 32);
     static_assert(kOuts % (kWarps * 32) == 0, "gemv_mma: a block's threads share a tile's outputs evenly");
+    struct Out {
+      int l, q, half, r;  // lane l's register q of m16 half `half` and column group r
+    };
+    const auto out_of = [&](int it) {
+      const int i = threadIdx.x + it * kWarps * 32;
+      return Out{i % 32, (i / 32) % 4, (i / 128) % (kTwo ? 2 : 1), i / (kTwo ? 256 : 128)};
+    };
     int om[kPer], on[kPer];
     float ob[kPer];
 #pragma unroll
     for (int it = 0; it < kPer; ++it) {
-      const int i = threadIdx.x + it * kWarps * 32;
-      const int l = i % 32, q = (i / 32) % 4, half = (i / 128) % (kTwo ? 2 : 1), r = i / (kTwo ? 256 : 128);
-      on[it] = n0 + (kNMajor ? 4 * (l / 4) + 2 * r + (q >= 2 ? 1 : 0) : 16 * r + l / 4 + (q >= 2 ? 8 : 0));
-      om[it] = m0 + 2 * (l % 4) + q % 2 + 8 * half;
+      const Out o = out_of(it);
+      on[it] = n0 + (kNMajor ? 4 * (o.l / 4) + 2 * o.r + (o.q >= 2 ? 1 : 0) : 16 * o.r + o.l / 4 + (o.q >= 2 ? 8 : 0));
+      om[it] = m0 + 2 * (o.l % 4) + o.q % 2 + 8 * o.half;
       ob[it] = om[it] < p.M && on[it] < p.N ? bias_at(p, bz, om[it], on[it]) : 0.f;
     }
 #pragma unroll
     for (int it = 0; it < kPer; ++it) {
-      const int i = threadIdx.x + it * kWarps * 32;
-      const int l = i % 32, q = (i / 32) % 4, half = (i / 128) % (kTwo ? 2 : 1), r = i / (kTwo ? 256 : 128);
+      const Out o = out_of(it);
       if (om[it] >= p.M || on[it] >= p.N) continue;
       float sum = 0.f;
 #pragma unroll
-      for (int w = 0; w < kWarps; ++w) sum += part(w, r, half, q, l);
+      for (int w = 0; w < kWarps; ++w) sum += part(w, o.r, o.half, o.q, o.l);
       output_row(p, bz, om[it]).store_biased(on[it], sum, ob[it]);
     }
     __syncthreads();  // the sums are read: the next tile may write them

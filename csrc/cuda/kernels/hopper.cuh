@@ -131,20 +131,13 @@ __host__ __device__ constexpr int a_box_rows(int bm, int64_t m) {
 // 1024-byte swizzle atoms), else BN rounded up to whole 64-column boxes (an n-contiguous B of a 160-wide tile
 // is read as 3 boxes of 64 columns, the last one half unused).
 constexpr int stage_bytes_of(int bm, int bn, bool bk) { return (bm + (bk ? bn : (bn + 63) / 64 * 64)) * 128; }
-template <int BM, int BN, bool kBK>
-constexpr int stage_bytes() {
-  return stage_bytes_of(BM, BN, kBK);
-}
 // The epilogue's staging buffers: two per consumer warp (one where two do not fit beside the ring: the
 // 192 x 192 row's 4 x 48 KB), each one TMA-store box of 16 rows x 128 bytes (64 half / 32 fp32 columns),
 // 128-byte swizzled.
 constexpr int kStoreRows = 16;
 constexpr int kStoreBoxBytes = kStoreRows * 128;
+// 32 KB for 8 consumer warps (128-row tiles) with 2 buffers, 16 KB for 4.
 constexpr int store_bytes_of(int bm, int bufs) { return bm / 64 * 4 * bufs * kStoreBoxBytes; }
-template <int BM, int bufs>
-constexpr int store_bytes() {  // 32 KB for 8 consumer warps with 2 buffers, 16 KB for 4
-  return store_bytes_of(consumer_groups<BM>() * 64, bufs);
-}
 // Dynamic shared memory: the ring of kStages stages, the store buffers, 1 KB of slack to align both to 1024
 // bytes (the swizzle atom), and the mbarriers.
 constexpr int kMaxSmemBytes = kSm90SmemBytes;  // dynamic shared memory a block may have on sm_90
@@ -592,7 +585,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
   static_assert(smem_bytes<BM, BN, kStages, kBK>() <= kMaxSmemBytes, "hopper: the ring must fit in shared memory");
   static_assert(!kPingPong || (BN <= 128 && BM == 128),
                 "hopper: a ping-pong warpgroup holds a whole 128-row tile (BN / 2 * 2 floats)");
-  constexpr int kStageBytes = stage_bytes<BM, BN, kBK>();
+  constexpr int kStageBytes = stage_bytes_of(BM, BN, kBK);
   constexpr int kABytes = BM * 128;
   constexpr int kConsumerWarps = 4 * consumer_groups<BM>();
   constexpr int kBufs = store_bufs<BM, BN, kStages>();  // staging buffers a consumer warp
@@ -622,7 +615,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
   const uint32_t raw = smem_u32(hp_smem);
   const uint32_t ring = (raw + 1023) & ~1023u;
   const uint32_t staging = ring + kStages * kStageBytes;  // the epilogue's boxes (1024-byte aligned)
-  const uint32_t bars = staging + store_bytes<BM, kBufs>();  // full[s] at bars + 8s, empty[s] at bars + 8(kStages + s)
+  const uint32_t bars = staging + store_bytes_of(BM, kBufs);  // full[s] at bars + 8s, empty[s] at bars + 8(kStages + s)
   auto full = [&](int s) { return bars + 8 * s; };
   auto empty = [&](int s) { return bars + 8 * (kStages + s); };
   // A stage is released by every consumer warp that read it: both warpgroups'
