@@ -479,8 +479,7 @@ def test_fp32_decode_on_32_row_tiles(M, K, N, splits):
 def test_fp32_few_rows():
     """fp32 with few rows: one row of x @ W.t() on gemv, 2 to 32 on gemv_split (from 8 where N >= 2K)
     where its blocks fill the SMs (17 to 32 on blocks of 32 rows where a slice of K is long), split over K
-    with a reason; under TF32 up to 4 rows on those (N >= 2K:
-    2 on gemv), then the TF32 tiles. A misaligned view stays on gemv (which reads it in place). x @ B with
+    with a reason; under TF32 see test_fp32_few_rows_under_tf32. A misaligned view stays on gemv (which reads it in place). x @ B with
     B row-major: gemv_split_rowb up to 8 rows (under TF32 too) where its blocks give every SM one."""
     f32 = torch.float32
     assert explain_described(*linear(1, 4096, 14336, f32), **H200).kernel == "gemv_16x8"
@@ -550,15 +549,24 @@ def test_fp32_one_row_into_many_columns():
 
 
 def test_fp32_few_rows_under_tf32(high):
-    """test_fp32_few_rows' limits under TF32."""
+    """test_fp32_few_rows' limits under TF32: on sm_90, 2 to 64 rows of x @ W.t() into 2048 columns or more
+    of a weight of 2^23 elements or more take the 64x128 TF32 wgmma tiles (a 50257-column head too, whose 393
+    tiles the tile rule's cap refuses); one row, smaller weights and GPUs without wgmma keep the IEEE rows up to
+    4 rows (N >= 2K: 2 on gemv)."""
     f32 = torch.float32
+    for M in (2, 4, 16, 64):
+        for K, N in ((4096, 4096), (4096, 14336), (14336, 4096), (768, 50257), (8192, 8192)):
+            e = explain_described(*linear(M, K, N, f32), **H200)
+            assert e.kernel == "hopper_tf32_m64_64x128x32" and "K x N >= 2^23" in e.reason, (M, K, N, e)
     assert explain_described(*linear(1, 4096, 4096, f32), **H200).kernel == "gemv_16x8"
-    assert explain_described(*linear(2, 4096, 4096, f32), **H200).kernel == "gemv_split_16x128x256"
-    assert explain_described(*linear(2, 4096, 14336, f32), **H200).kernel == "gemv_16x8"
+    assert explain_described(*linear(1, 768, 50257, f32), **H200).kernel == "gemv_split_16x128x256"
+    assert explain_described(*linear(2, 1024, 4096, f32), **H200).kernel == "gemv_16x8"  # a small weight
     for M in (3, 4):
-        assert explain_described(*linear(M, 4096, 4096, f32), **H200).kernel == "gemv_split_16x128x256"
-        assert explain_described(*linear(M, 4096, 14336, f32), **H200).kernel.startswith("hopper_tf32_")
         assert explain_described(*linear(M, 3072, 768, f32), **H200).kernel == "gemv_16x8"  # too few blocks
+    # Without wgmma (compute capability 8.0) the IEEE rows keep those rows.
+    assert explain_described(*linear(2, 4096, 4096, f32), **A100).kernel == "gemv_split_16x128x256"
+    assert explain_described(*linear(2, 4096, 14336, f32), **A100).kernel == "gemv_16x8"
+    assert explain_described(*linear(4, 4096, 4096, f32), **A100).kernel == "gemv_split_16x128x256"
     assert explain_described(*linear(5, 4096, 4096, f32), **H200).kernel.startswith("hopper_tf32_")
     assert explain_described(*mm(8, 4096, 4096, f32), **H200).kernel == "gemv_split_rowb_16x1024x64"
     assert explain_described(*mm(9, 4096, 4096, f32), **H200).kernel != "gemv_split_rowb_16x1024x64"
@@ -584,8 +592,9 @@ def test_split_k_for_k_heavy():
     """A 64 x 64 output over K = 65536 leaves SMs idle: K in slices, reduced in a fixed order."""
     e = explain_described(*mm(64, 65536, 64, torch.float32), **H200)
     assert e.details["split_k"] > 1 and "split-K" in e.reason, e
-    # One SM: no idle SMs to fill.
-    assert explain_described(*mm(64, 65536, 64, torch.float32), sm=90, num_sms=1).details["split_k"] == 1
+    # One SM: no idle SMs to fill, only the second block of the pair it holds (a lone 4-warp block issues
+    # its FMAs more slowly than two: chooser.cpp's kLoneBlockShare).
+    assert explain_described(*mm(64, 65536, 64, torch.float32), sm=90, num_sms=1).details["split_k"] == 2
 
 
 def test_split_k_bounded_by_the_devices_bandwidth(high):
@@ -728,14 +737,12 @@ def test_tf32_k_heavy(high, M, K, N):
 
 @pytest.mark.parametrize("M", [3, 5, 16, 64])
 def test_tf32_decode_batches_on_64_row_tiles(high, M):
-    """TF32 x @ W.t() with up to 64 rows over N >= 2048 that the gemv rules leave: the 64-row TF32 wgmma row.
-    More rows, a narrow N (K-heavy) or a row-major B (its transposed copy: mma.sync) go elsewhere."""
+    """TF32 x @ W.t() with 2 to 64 rows over N >= 2048: the 64-row TF32 wgmma row. More rows, a narrow N
+    (K-heavy) or a row-major B (its transposed copy: mma.sync) go elsewhere."""
     f32 = torch.float32
     for K, N in ((4096, 14336), (14336, 4096)):
-        if M == 3 and N < 2 * K:
-            continue  # gemv_split takes 3 and 4 rows where N < 2K
         e = explain_described(*linear(M, K, N, f32), **H200)
-        assert e.kernel == "hopper_tf32_m64_64x128x32" and "64x128 tiles" in e.reason, (M, K, N, e)
+        assert e.kernel == "hopper_tf32_m64_64x128x32" and "64x128 TF32 wgmma tiles" in e.reason, (M, K, N, e)
     assert explain_described(*linear(65, 4096, 4096, f32), **H200).kernel == "hopper_tf32_128x128x32"
     assert explain_described(*linear(64, 65536, 64, f32), **H200).kernel == "hopper_tf32_128x128x32"  # N < 2048
     assert not explain_described(*mm(M, 4096, 4096, f32), **H200).kernel.startswith("hopper_")

@@ -140,6 +140,14 @@ struct RowPace {
 // blocked_k16_64x64x16 shares its SM's rate as est_ns assumes (4096x768x768, 768 tiles, 5.8 an SM: 0.131 ms,
 // estimated 0.131), blocked_wide_128x256x8 (217-255 registers for 256 threads) runs one block an SM.
 constexpr int64_t kResidentMinK = 512;  // the least K a block of a `resident` row spans for est_ns to pair them
+// A blocked block of 4 warps alone on its SM (no more blocks than SMs) issues its FMAs at this share of the pace
+// two reach together: its warps leave the SM's issue slots idle (blocked_64x128x8; blocked_k16_64x64x16 alike,
+// whose lone blocks the estimate otherwise ranked above 64x128's pairs: x @ W.t() 64x4096x4096 79.9 us in 2
+// slices of 64x64 against 64.7 in 4 of 64x128). H200, fp32 x @ W.t(), W cold,
+// kernel durations over a CUDA graph, us, K in s slices, 1 block an SM / 2 an SM (the same k-steps an SM):
+// 64x14336x4096 204.3 (s4) / 186.2 (s8), 128x14336x4096 398.0 (s2) / 355.2 (s4), 128x4096x4096 120.6 (s2) /
+// 116.3 (s4): ~300 flop/ns a lone block against 317-340 a pair, fixed costs and the reduction taken out.
+constexpr double kLoneBlockShare = 0.88;
 constexpr RowPace kRowPaces[] = {
     {row_index("blocked_wide_128x256x8"), kBlockedFlopPerNs * 117 / 100, 0, 1, 0, 1},
     {row_index("blocked_64x128x8"), kBlockedFlopPerNs * 112 / 100, 0, 1, 0, 2},
@@ -216,8 +224,9 @@ double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, 
   const double pace = measured == nullptr || measured->bytes_per_ns == 0 ? kSmBytesPerNs
                       : together == 1                                    ? measured->bytes_per_ns
                                                                          : measured->together_bytes_per_ns;
-  const double block_ns =
-      kBlockFixedNs + together * std::max(bytes / pace, flops / mma_flop_per_ns(c, p.dtype));
+  const bool lone = c.family == Family::Blocked && c.threads <= 128 && per_sm == 1;
+  const double mma_rate = mma_flop_per_ns(c, p.dtype) * (lone ? kLoneBlockShare : 1.0);
+  const double block_ns = kBlockFixedNs + together * std::max(bytes / pace, flops / mma_rate);
   const double hbm = half && d.mem_bytes_per_ns > 0 ? d.mem_bytes_per_ns : kHbmBytesPerNs;
   const double operand_bytes = static_cast<double>(half ? std::max(p.M, p.N) : p.M + p.N) * p.K * p.batch * esize;
   const double hbm_ns = (half ? kBlockFixedNs : 0.0) + operand_bytes / hbm;
@@ -538,13 +547,32 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   // that read the same W slice one after the other, the second from L2) where
   // its blocks fill the SMs, else on the gemv row, a warp per output column (up
   // to 16 rows; where gemv_split's rows could not fill the SMs, up to 8, or 16
-  // where K <= 1024), and above that the tile rows. Under TF32 the IEEE rows stream W faster than TF32
-  // wgmma up to 4 rows where N < 2K (on an H100 within 5% either way at 4 rows, on an H200 12-30% faster), up
-  // to 2 on gemv where N >= 2K (4x4096x14336 on gemv_split: 0.102 ms against 0.095 on the TF32 tile, H100).
+  // where K <= 1024), and above that the tile rows. Under TF32 on sm_90 the TF32 wgmma row takes 2 rows and
+  // more of a large weight (next rule); otherwise the IEEE rows keep up to 4 rows where N < 2K, up to 2 on gemv
+  // where N >= 2K.
   // The measurements in the reasons: per call under CUDA graphs, W cold in L2 and x hot (as a model's
   // activation is).
   const bool k_cont = p.a.k_contiguous && p.b.k_contiguous;  // x @ W.t(); the hopper rules below read it too
   const bool fp32 = p.dtype == c10::ScalarType::Float;
+  // TF32, 2 to 64 rows of x @ W.t() into 2048 columns or more over a weight of at least 2^23 elements: 64x128
+  // TF32 wgmma tiles at their split count. Since A's TMA box holds only the product's rows (hopper::a_box_rows),
+  // they stream W faster than the IEEE gemv rows, which this rule left 2 to 4 rows when it was written (and the
+  // m64 rule below, its 2 x SMs tile cap, left the 393 tiles of a 50257-column head to 128x256 tiles). One row
+  // and smaller weights keep the gemv rows, which were as fast or faster there. H200, W cold, kernel durations over
+  // a CUDA graph, us, the previous pick -> this one (cuBLAS): 4x4096x4096 27.8 (gemv_split) -> 21.9 (20.5),
+  // 4x8192x8192 95.8 -> 66.2 (73.9), 2x768x50257 71.2 (gemv_16x8) -> 39.1 (58.3), 16x768x50257 49.7
+  // (hopper_tf32_128x256x32) -> 40.8 (62.0); 23 products, all faster but 2x14336x4096 (60.6 -> 60.6). With
+  // one row and small weights they lost (1x4096x6144 26.3 on gemv_16x8 -> 29.2, 1x4096x28672 111.7 -> 117.7,
+  // 2x1024x4096 8.5 -> 9.5; won at 1x14336x4096 62.9 -> 60.5 and 1x768x50257 43.2 -> 38.8).
+  if (tf32 && k_cont && aligned && p.batch == 1 && p.M >= 2 && p.M <= 64 && p.N >= 2048 &&
+      p.K * p.N >= (int64_t{1} << 23)) {
+    ch = pick(kHopperTf32M64, "sm_90, TF32, 2 to 64 rows of x @ W.t() into N >= 2048, K x N >= 2^23: 64x128 TF32 "
+                              "wgmma tiles stream W faster than the IEEE gemv rows (H200, W cold, per call under CUDA "
+                              "graphs: 4x4096x4096 0.0219 ms vs 0.0278 for gemv_split_16x128x256, 2x768x50257 0.0391 "
+                              "vs 0.0712 for gemv_16x8, 16x768x50257 0.0408 vs 0.0497 for hopper_tf32_128x256x32; "
+                              "cuBLAS 0.0205, 0.0583, 0.0620)");
+    if (ch.cfg) return ch;
+  }
   if (half && k_cont && p.M <= 16 && aligned) {
     // gemv_mma's persistent blocks take equal shares of whole 16 x 32 tiles (one block an SM: its ring). Where
     // there are more tiles than SMs and those shares leave a tenth of the SMs idle (4096x14336's 448 tiles: 4 a
