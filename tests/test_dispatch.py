@@ -722,6 +722,11 @@ def test_tf32_wgmma_worth_a_transposed_copy(high):
     for problem in (mm(128, 4096, 4096, f32), mm(256, 32768, 256, f32), weight_grad(1024, 16384, 1024, f32)):
         e = explain_described(*problem, **H100)
         assert e.kernel.startswith("tensorcore_tf32_"), (problem[0].shape, problem[1].shape, e)
+    # A B whose rows are not 16-byte aligned (N = 50257) is copied by the mma.sync rows as well: its transposed
+    # copy costs the wgmma rows nothing extra (GPT-2's head at 128 tokens, x @ B with B row-major).
+    e = explain_described(*mm(128, 768, 50257, f32), **H200)
+    assert e.kernel.startswith("hopper_tf32_"), e
+    assert explain_described(*mm(128, 768, 50256, f32), **H200).kernel.startswith("tensorcore_tf32_")
 
 
 @pytest.mark.parametrize("M,K,N", [(256, 32768, 256), (128, 131072, 128), (64, 65536, 64)])

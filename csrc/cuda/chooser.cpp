@@ -771,9 +771,17 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   // tensorcore_tf32_128x128x16, 768x4096x768 0.045 vs 0.062; x @ B with B row-major
   // 256x4096x4096 0.088 vs 0.104, 768x768x3072 0.029 vs 0.043; attention scores with
   // B row-major 96x512x64x512 0.055 vs 0.071). K-heavy ones keep mma.sync, whose
-  // 128x128 rule below measured the copy slower.
-  const double copied = (p.a.k_contiguous ? 0.0 : static_cast<double>(p.M) * p.K) +
-                        (p.b.k_contiguous ? 0.0 : static_cast<double>(p.K) * p.N);
+  // 128x128 rule below measured the copy slower. An operand whose rows are not 16-byte aligned costs nothing
+  // extra: the mma.sync rows copy it too, into aligned rows (H200, TF32, kernel durations, B cold: x @ B with B
+  // row-major 768 x 50257, GPT-2's head at 128 tokens, 160.6 us on hopper_tf32_128x256x32 against 200.6 on
+  // tensorcore_tf32_128x256x32, cuBLAS 102.9; the weight gradient of a 3-column output over 100003 rows,
+  // dY^T X 100003 x M x 3, M = 2 to 128: all 7 faster, 16 rows 22.0 us on hopper_tf32_m192_192x192x32 against
+  // 29.4, 128 rows 57.5 against 75.4).
+  const auto copied_for_wgmma = [&](const Operand& o, double elems) {
+    return o.k_contiguous || !rows_aligned16(o, p) ? 0.0 : elems;
+  };
+  const double copied = copied_for_wgmma(p.a, static_cast<double>(p.M) * p.K) +
+                        copied_for_wgmma(p.b, static_cast<double>(p.K) * p.N);
   const double mnk = static_cast<double>(p.M) * p.N * p.K;
   const bool tf32_hopper = tf32 && (copied * 1000.0 <= mnk ||
                                     (copied * 250.0 <= mnk && p.K < 8 * std::max(p.M, p.N)));
