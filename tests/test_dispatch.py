@@ -749,6 +749,11 @@ def test_tf32_decode_batches_on_64_row_tiles(high, M):
         e = explain_described(*linear(M, K, N, f32), **H200)
         assert e.kernel == "hopper_tf32_m64_64x128x32" and "64x128 TF32 wgmma tiles" in e.reason, (M, K, N, e)
     assert explain_described(*linear(65, 4096, 4096, f32), **H200).kernel == "hopper_tf32_128x128x32"
+    # 97 to 128 rows in at most one 64-row tile an SM (two tiles high): the 64-row tiles again.
+    for K, N in ((4096, 4096), (14336, 4096), (768, 3072)):
+        e = explain_described(*linear(128, K, N, f32), **H200)
+        assert e.kernel == "hopper_tf32_m64_64x128x32" and "97 to 128 rows" in e.reason, (K, N, e)
+    assert explain_described(*linear(128, 4096, 14336, f32), **H200).kernel == "hopper_tf32_128x128x32"  # 224 tiles
     assert explain_described(*linear(64, 65536, 64, f32), **H200).kernel == "hopper_tf32_128x128x32"  # N < 2048
     assert not explain_described(*mm(M, 4096, 4096, f32), **H200).kernel.startswith("hopper_")
 

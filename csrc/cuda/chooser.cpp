@@ -796,6 +796,21 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
                                 "vs 0.034; cuBLAS 0.086, 0.086, 0.028)");
       if (ch.cfg) return ch;
     }
+    // TF32, 97 to 128 rows of x @ W.t() whose 64-row tiles (two high, nearly full) are at most one per SM: twice
+    // the SMs of 128x128 tiles on the product. H200, W cold, kernel durations over a CUDA graph, us, 128 rows,
+    // 64-row tiles at their best split count against 128x128 at the rules' (cuBLAS): 2048x5632 17.2 against 24.8
+    // (18.7), 4096x4096 26.2 against 28.8 (24.0), 14336x4096 67.9 against 70.7 (73.7). More tiles (4096x14336:
+    // 224) and fewer rows (65: a second tile of one row, 28.8 against 25.5 at 4096x4096) kept 128x128 faster.
+    // The rule's picks, 100 and 128 rows of the suites' weights: 14 products, 13 faster, one tie (100x14336x4096
+    // 69.6 -> 70.0); 128x768x3072 11.8 -> 7.4 (7.2), 128x4096x6144 38.6 -> 31.2 (32.7).
+    if (tf32_hopper && k_cont && p.batch == 1 && p.M > 96 && p.M <= 128 && p.N >= 2048 &&
+        tiles(p, kHopperTf32M64) <= sms) {
+      ch = pick(kHopperTf32M64, "sm_90, TF32, 97 to 128 rows of x @ W.t() in at most one 64x128 tile an SM: twice the "
+                                "SMs of 128x128 tiles (H200, W cold, per call under CUDA graphs: 128x2048x5632 "
+                                "0.0172 ms vs 0.0248 for hopper_tf32_128x128x32, 128x4096x4096 0.0262 vs 0.0288; "
+                                "cuBLAS 0.0187, 0.0240)");
+      if (ch.cfg) return ch;
+    }
     // 17 to 64 rows (decoding a batch): one 64-row tile high, so a 128-row tile would compute half or more of
     // zero rows and cover half as many SMs. Up to two waves of 64x64 tiles (measured up to 224 tiles).
     if (half && p.M > 16 && p.M <= 64 && tiles(p, kHopperM64) <= 2 * sms) {
