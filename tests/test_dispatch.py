@@ -687,6 +687,20 @@ def test_fp32_blocks_an_sm_holds(operands, M, K, N, row, splits):
     assert (e.kernel, e.details["split_k"]) == (row, splits), e
 
 
+@pytest.mark.parametrize("operands,M,K,N,splits", [
+    (linear, 64, 14336, 4096, 8),  # 32 tiles: 4 slices would leave each block alone on its SM, 8 pair them
+    (mm, 16, 4096, 4096, 8),  # x @ B: the few-row x @ W.t() rules do not take it
+    (mm, 256, 32768, 256, 33)])
+def test_fp32_lone_blocks_paired_by_slices(operands, M, K, N, splits):
+    """A 4-warp blocked block alone on its SM issues its FMAs more slowly than two together
+    (chooser.cpp's kLoneBlockShare): with fewer 64x128 tiles than SMs, K is split into enough slices for
+    two blocks an SM."""
+    e = explain_described(*operands(M, K, N, torch.float32), **H200)
+    assert (e.kernel, e.details["split_k"]) == ("blocked_64x128x8", splits), e
+    tiles = -(-M // 64) * -(-N // 128)
+    assert 132 < tiles * splits <= 2 * 132 + tiles, e
+
+
 @pytest.mark.parametrize("M,K,N", [(3072, 12608, 1024), (3072, 12608, 640)])
 def test_splits_over_several_rounds(high, M, K, N):
     """A weight gradient whose tiles leave a wave's SMs idle: K in more slices than one wave of blocks holds,
