@@ -479,8 +479,9 @@ def test_fp32_decode_on_32_row_tiles(M, K, N, splits):
 def test_fp32_few_rows():
     """fp32 with few rows: one row of x @ W.t() on gemv, 2 to 32 on gemv_split (from 8 where N >= 2K)
     where its blocks fill the SMs (17 to 32 on blocks of 32 rows where a slice of K is long), split over K
-    with a reason; under TF32 see test_fp32_few_rows_under_tf32. A misaligned view stays on gemv (which reads it in place). x @ B with
-    B row-major: gemv_split_rowb up to 8 rows (under TF32 too) where its blocks give every SM one."""
+    with a reason (under TF32: test_fp32_few_rows_under_tf32). A misaligned view stays on gemv (which reads it
+    in place). x @ B with B row-major: gemv_split_rowb up to 8 rows (under TF32 too) where its blocks give every
+    SM one."""
     f32 = torch.float32
     assert explain_described(*linear(1, 4096, 14336, f32), **H200).kernel == "gemv_16x8"
     for M in (2, 7, 16):

@@ -548,31 +548,25 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   // its blocks fill the SMs, else on the gemv row, a warp per output column (up
   // to 16 rows; where gemv_split's rows could not fill the SMs, up to 8, or 16
   // where K <= 1024), and above that the tile rows. Under TF32 on sm_90 the TF32 wgmma row takes 2 rows and
-  // more of a large weight (next rule); otherwise the IEEE rows keep up to 4 rows where N < 2K, up to 2 on gemv
-  // where N >= 2K.
+  // more of a large weight (tf32_decode_tiles); otherwise the IEEE rows keep up to 4 rows where N < 2K, up to 2
+  // on gemv where N >= 2K.
   // The measurements in the reasons: per call under CUDA graphs, W cold in L2 and x hot (as a model's
   // activation is).
   const bool k_cont = p.a.k_contiguous && p.b.k_contiguous;  // x @ W.t(); the hopper rules below read it too
   const bool fp32 = p.dtype == c10::ScalarType::Float;
-  // TF32, 2 to 64 rows of x @ W.t() into 2048 columns or more over a weight of at least 2^23 elements: 64x128
-  // TF32 wgmma tiles at their split count. Since A's TMA box holds only the product's rows (hopper::a_box_rows),
-  // they stream W faster than the IEEE gemv rows, which this rule left 2 to 4 rows when it was written (and the
-  // m64 rule below, its 2 x SMs tile cap, left the 393 tiles of a 50257-column head to 128x256 tiles). One row
-  // and smaller weights keep the gemv rows, which were as fast or faster there. H200, W cold, kernel durations over
-  // a CUDA graph, us, the previous pick -> this one (cuBLAS): 4x4096x4096 27.8 (gemv_split) -> 21.9 (20.5),
-  // 4x8192x8192 95.8 -> 66.2 (73.9), 2x768x50257 71.2 (gemv_16x8) -> 39.1 (58.3), 16x768x50257 49.7
-  // (hopper_tf32_128x256x32) -> 40.8 (62.0); 23 products, all faster but 2x14336x4096 (60.6 -> 60.6). With
-  // one row and small weights they lost (1x4096x6144 26.3 on gemv_16x8 -> 29.2, 1x4096x28672 111.7 -> 117.7,
-  // 2x1024x4096 8.5 -> 9.5; won at 1x14336x4096 62.9 -> 60.5 and 1x768x50257 43.2 -> 38.8).
-  if (tf32 && k_cont && aligned && p.batch == 1 && p.M >= 2 && p.M <= 64 && p.N >= 2048 &&
-      p.K * p.N >= (int64_t{1} << 23)) {
-    ch = pick(kHopperTf32M64, "sm_90, TF32, 2 to 64 rows of x @ W.t() into N >= 2048, K x N >= 2^23: 64x128 TF32 "
-                              "wgmma tiles stream W faster than the IEEE gemv rows (H200, W cold, per call under CUDA "
-                              "graphs: 4x4096x4096 0.0219 ms vs 0.0278 for gemv_split_16x128x256, 2x768x50257 0.0391 "
-                              "vs 0.0712 for gemv_16x8, 16x768x50257 0.0408 vs 0.0497 for hopper_tf32_128x256x32; "
-                              "cuBLAS 0.0205, 0.0583, 0.0620)");
-    if (ch.cfg) return ch;
-  }
+  // TF32, 2 to 64 rows of x @ W.t() into 2048 columns or more over a weight of at least 2^23 elements, where the
+  // 64x128 TF32 wgmma row runs: the IEEE gemv rows below keep one row, and the tensor-core rules' 64-row TF32 rule
+  // takes the rest (tf32_m64_why). Since A's TMA box holds only the product's rows (hopper::a_box_rows), those
+  // tiles stream W faster than the IEEE gemv rows, which kept 1 to 4 rows when their rule was written. One row and
+  // smaller weights stay with gemv, which was as fast or faster there. H200, W cold, kernel durations over a CUDA
+  // graph, us, the previous pick -> the tiles (cuBLAS): 4x4096x4096 27.8 (gemv_split) -> 21.9 (20.5), 4x8192x8192
+  // 95.8 -> 66.2 (73.9), 2x768x50257 71.2 (gemv_16x8) -> 39.1 (58.3), 16x768x50257 49.7 (hopper_tf32_128x256x32)
+  // -> 40.8 (62.0); 17 products, 16 faster, one tie (2x14336x4096 60.6 -> 60.6). With one row and small weights
+  // they lost (1x4096x6144 26.3 on gemv_16x8 -> 29.2, 1x4096x28672 111.7 -> 117.7, 2x1024x4096 8.5 -> 9.5; won at
+  // 1x14336x4096 62.9 -> 60.5 and 1x768x50257 43.2 -> 38.8).
+  const bool tf32_decode_tiles = tf32 && k_cont && aligned && p.batch == 1 && p.M >= 2 && p.M <= 64 &&
+                                 p.N >= 2048 && p.K * p.N >= (int64_t{1} << 23) &&
+                                 cannot_run(kConfigs[kHopperTf32M64], p, d).empty();
   if (half && k_cont && p.M <= 16 && aligned) {
     // gemv_mma's persistent blocks take equal shares of whole 16 x 32 tiles (one block an SM: its ring). Where
     // there are more tiles than SMs and those shares leave a tenth of the SMs idle (4096x14336's 448 tiles: 4 a
@@ -626,7 +620,8 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
                         "vs 0.0127 and 0.0147; cuBLAS 0.0124, 0.0124)");
     if (ch.cfg) return ch;
   }
-  const int64_t gemv_rows = p.allow_tf32 ? 2 : 16, split_rows = p.allow_tf32 ? 4 : 32;
+  const int64_t gemv_rows = tf32_decode_tiles ? 1 : p.allow_tf32 ? 2 : 16,
+                split_rows = tf32_decode_tiles ? 1 : p.allow_tf32 ? 4 : 32;
   const int64_t split_from = p.N >= 2 * p.K ? 8 : 2;  // under TF32 (at most 4 rows): none where N >= 2K
   // x in rows that are not 16-byte aligned against a large W whose rows are (x_copied_for_w): the gemv_split and
   // gemv launchers copy x into aligned rows (at most 32 of them, small beside W) and stream W 16 bytes a load
@@ -787,28 +782,39 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
                                     (copied * 250.0 <= mnk && p.K < 8 * std::max(p.M, p.N)));
   if (half || tf32_hopper) {
     const int64_t ksteps = (p.K + 63) / 64;
-    // TF32 up to 64 rows over N >= 2048 (decoding a batch; the gemv rules took 2 to 4 rows): 64-row tiles, half
-    // the MMAs of a 128-row tile that would compute zero rows, each at its best split count.
-    if (tf32_hopper && p.M <= 64 && p.N >= 2048 && tiles(p, kHopperTf32M64) <= 2 * sms) {
-      ch = pick(kHopperTf32M64, "sm_90, TF32, at most 64 rows, N >= 2048: 64x128 tiles on one consumer warpgroup "
-                                "(H100, x @ W.t() per call under CUDA graphs, W cold in L2: 8x14336x4096 0.086 ms vs "
-                                "0.102 for hopper_tf32_128x128x32, 16x4096x14336 0.084 vs 0.095, 64x4096x4096 0.033 "
-                                "vs 0.034; cuBLAS 0.086, 0.086, 0.028)");
-      if (ch.cfg) return ch;
-    }
-    // TF32, 97 to 128 rows of x @ W.t() whose 64-row tiles (two high, nearly full) are at most one per SM: twice
-    // the SMs of 128x128 tiles on the product. H200, W cold, kernel durations over a CUDA graph, us, 128 rows,
-    // 64-row tiles at their best split count against 128x128 at the rules' (cuBLAS): 2048x5632 17.2 against 24.8
-    // (18.7), 4096x4096 26.2 against 28.8 (24.0), 14336x4096 67.9 against 70.7 (73.7). More tiles (4096x14336:
-    // 224) and fewer rows (65: a second tile of one row, 28.8 against 25.5 at 4096x4096) kept 128x128 faster.
-    // The rule's picks, 100 and 128 rows of the suites' weights: 14 products, 13 faster, one tie (100x14336x4096
-    // 69.6 -> 70.0); 128x768x3072 11.8 -> 7.4 (7.2), 128x4096x6144 38.6 -> 31.2 (32.7).
-    if (tf32_hopper && k_cont && p.batch == 1 && p.M > 96 && p.M <= 128 && p.N >= 2048 &&
-        tiles(p, kHopperTf32M64) <= sms) {
-      ch = pick(kHopperTf32M64, "sm_90, TF32, 97 to 128 rows of x @ W.t() in at most one 64x128 tile an SM: twice the "
-                                "SMs of 128x128 tiles (H200, W cold, per call under CUDA graphs: 128x2048x5632 "
-                                "0.0172 ms vs 0.0248 for hopper_tf32_128x128x32, 128x4096x4096 0.0262 vs 0.0288; "
-                                "cuBLAS 0.0187, 0.0240)");
+    // The 64-row TF32 row (one consumer warpgroup, 64x128 tiles), each at its best split count, over N >= 2048:
+    // - the decode batches the gemv rules leave (tf32_decode_tiles, above);
+    // - up to 64 rows on up to two waves of its tiles: half the MMAs of a 128-row tile that would compute zero rows
+    //   (H100, x @ W.t() per call under CUDA graphs, W cold in L2: 8x14336x4096 0.086 ms vs 0.102 for
+    //   hopper_tf32_128x128x32, 16x4096x14336 0.084 vs 0.095, 64x4096x4096 0.033 vs 0.034; cuBLAS 0.086, 0.086,
+    //   0.028);
+    // - 97 to 128 rows of x @ W.t() whose tiles (two high, nearly full) are at most one per SM: twice the SMs of
+    //   128x128 tiles on the product. H200, W cold, kernel durations over a CUDA graph, us, 128 rows, 64-row tiles
+    //   at their best split count against 128x128 at the rules' (cuBLAS): 2048x5632 17.2 against 24.8 (18.7),
+    //   4096x4096 26.2 against 28.8 (24.0), 14336x4096 67.9 against 70.7 (73.7). More tiles (4096x14336: 224) and
+    //   fewer rows (65: a second tile of one row, 28.8 against 25.5 at 4096x4096) kept 128x128 faster. The rule's
+    //   picks, 100 and 128 rows of the suites' weights: 14 products, 13 faster, one tie (100x14336x4096 69.6 ->
+    //   70.0); 128x768x3072 11.8 -> 7.4 (7.2), 128x4096x6144 38.6 -> 31.2 (32.7).
+    const auto tf32_m64_why = [&]() -> const char* {
+      if (!tf32_hopper || p.N < 2048) return nullptr;
+      const int64_t t = tiles(p, kHopperTf32M64);
+      if (tf32_decode_tiles)
+        return "sm_90, TF32, 2 to 64 rows of x @ W.t() into N >= 2048, K x N >= 2^23: 64x128 TF32 wgmma tiles stream "
+               "W faster than the IEEE gemv rows (H200, W cold, per call under CUDA graphs: 4x4096x4096 0.0219 ms vs "
+               "0.0278 for gemv_split_16x128x256, 2x768x50257 0.0391 vs 0.0712 for gemv_16x8, 16x768x50257 0.0408 "
+               "vs 0.0497 for hopper_tf32_128x256x32; cuBLAS 0.0205, 0.0583, 0.0620)";
+      if (p.M <= 64 && t <= 2 * sms)
+        return "sm_90, TF32, at most 64 rows, N >= 2048: 64x128 tiles on one consumer warpgroup (H100, x @ W.t() per "
+               "call under CUDA graphs, W cold in L2: 8x14336x4096 0.086 ms vs 0.102 for hopper_tf32_128x128x32, "
+               "16x4096x14336 0.084 vs 0.095, 64x4096x4096 0.033 vs 0.034; cuBLAS 0.086, 0.086, 0.028)";
+      if (k_cont && p.batch == 1 && p.M > 96 && p.M <= 128 && t <= sms)
+        return "sm_90, TF32, 97 to 128 rows of x @ W.t() in at most one 64x128 tile an SM: twice the SMs of 128x128 "
+               "tiles (H200, W cold, per call under CUDA graphs: 128x2048x5632 0.0172 ms vs 0.0248 for "
+               "hopper_tf32_128x128x32, 128x4096x4096 0.0262 vs 0.0288; cuBLAS 0.0187, 0.0240)";
+      return nullptr;
+    };
+    if (const char* why = tf32_m64_why()) {
+      ch = pick(kHopperTf32M64, why);
       if (ch.cfg) return ch;
     }
     // 17 to 64 rows (decoding a batch): one 64-row tile high, so a 128-row tile would compute half or more of
