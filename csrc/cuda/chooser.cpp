@@ -103,7 +103,10 @@ constexpr int64_t kMaxSlabBytes = int64_t{256} << 20;  // workspace cap
 
 // The blocked rows' fp32 FMAs, 317 flop/ns an SM at relative rate 100 (outputs x k per SM per unit time; 64x64
 // tiles at 4096^3 in 3.280 ms): H200, 4096^3, each row running whole rounds of tiles, 128x256 2.811 ms for 4
-// tiles an SM (117), 64x128 2.927 ms for 16 (112).
+// tiles an SM (117), 64x128 2.927 ms for 16 (112), measured with the FMAs row by row. The serpentine order
+// (blocked.cuh) then sped 128x256 up by 6.6% at 4096^3 (H200, in one process with the others): 125. (64x64 gained
+// 2.2% there, yet raising its rate to match moved 64-row products from 64x128 onto it that it ran 8-11% slower,
+// x @ W.t() 64x1024x4096 22.4 -> 24.6 us: it keeps 100.)
 constexpr double kBlockedFlopPerNs = 317;
 // A TF32 mma.sync block's pace (fp32 operands through a 4-stage ring of 8 or 16 KB stages): H100, x @ B
 // 16x4096x4096 on tensorcore_tf32_64x64x16 unsplit, 1.3 MB a block in 67.8 us; at 100 B/ns the estimate left these
@@ -131,6 +134,7 @@ struct RowPace {
   double together_bytes_per_ns;  // those blocks' operand bytes together
   int64_t resident;              // blocks an SM holds at once, where the rounds past the first go `resident`
                                  // to an SM (est_ns; 1: rounds of `together`)
+  double fixed_ns;               // a block's cost besides its k-steps (0: kBlockFixedNs)
 };
 // blocked_64x128x8 (167-199 registers for 128 threads) holds 2 blocks an SM: with 3 an SM they take two rounds of
 // 2 (H100, fp32, per call under CUDA graphs, W cold: x @ W.t() 4096x3072x768, 384 tiles of 64x128, 0.578 ms,
@@ -138,7 +142,11 @@ struct RowPace {
 // 1576x3072x768 in 4 slices, 4.5 blocks an SM, 0.241, three rounds of 2 by this estimate: 0.240), over many
 // rounds their share of the slots (dW 5632x4096x2048, 10.7 an SM: 1.99 ms, 5.3 rounds' worth).
 // blocked_k16_64x64x16 shares its SM's rate as est_ns assumes (4096x768x768, 768 tiles, 5.8 an SM: 0.131 ms,
-// estimated 0.131), blocked_wide_128x256x8 (217-255 registers for 256 threads) runs one block an SM.
+// estimated 0.131), blocked_wide_128x256x8 (217-255 registers for 256 threads) runs one block an SM, and costs
+// ~10 us a block besides its k-steps, which nothing on its SM overlaps (cause not measured; H200, kernel
+// durations over a CUDA graph: dW 2304x1x768, 54 blocks of one k-tile, 11.5 us, 5.7 on 64x128; dW 768x128x3072,
+// 72 blocks of 16 k-tiles, 31.7 us where its FMAs at the 4096^3 pace take 21.2, 23.3 on 64x128; dW 100003x16x3,
+// 782 blocks of 2 k-tiles, 6 an SM, 71.2 us). At kBlockFixedNs it took products of short K from 64x128.
 constexpr int64_t kResidentMinK = 512;  // the least K a block of a `resident` row spans for est_ns to pair them
 // A blocked block of 4 warps alone on its SM (no more blocks than SMs) issues its FMAs at this share of the pace
 // two reach together: its warps leave the SM's issue slots idle (blocked_64x128x8; blocked_k16_64x64x16 alike,
@@ -149,12 +157,12 @@ constexpr int64_t kResidentMinK = 512;  // the least K a block of a `resident` r
 // 116.3 (s4): ~300 flop/ns a lone block against 317-340 a pair, fixed costs and the reduction taken out.
 constexpr double kLoneBlockShare = 0.88;
 constexpr RowPace kRowPaces[] = {
-    {row_index("blocked_wide_128x256x8"), kBlockedFlopPerNs * 117 / 100, 0, 1, 0, 1},
-    {row_index("blocked_64x128x8"), kBlockedFlopPerNs * 112 / 100, 0, 1, 0, 2},
-    {row_index("blocked_k16_64x64x16"), kBlockedFlopPerNs, 0, 1, 0, 1},
-    {kTcTf32_256, 0, kTf32MmaSyncBytesPerNs, 1, 0, 1},
-    {kTcTf32_128, 0, kTf32MmaSyncBytesPerNs, 1, 0, 1},
-    {kTcTf32_64, 0, kTf32MmaSyncBytesPerNs, kTf32MmaSyncBlocksPerSm, kTf32MmaSyncSmBytesPerNs, 1},
+    {row_index("blocked_wide_128x256x8"), kBlockedFlopPerNs * 125 / 100, 0, 1, 0, 1, 10000},
+    {row_index("blocked_64x128x8"), kBlockedFlopPerNs * 112 / 100, 0, 1, 0, 2, 0},
+    {row_index("blocked_k16_64x64x16"), kBlockedFlopPerNs, 0, 1, 0, 1, 0},
+    {kTcTf32_256, 0, kTf32MmaSyncBytesPerNs, 1, 0, 1, 0},
+    {kTcTf32_128, 0, kTf32MmaSyncBytesPerNs, 1, 0, 1, 0},
+    {kTcTf32_64, 0, kTf32MmaSyncBytesPerNs, kTf32MmaSyncBlocksPerSm, kTf32MmaSyncSmBytesPerNs, 1, 0},
 };
 
 // Rows whose split count fills the SMs with a measured number of blocks each (at most: floor(blocks_per_sm x
@@ -226,7 +234,8 @@ double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, 
                                                                          : measured->together_bytes_per_ns;
   const bool lone = c.family == Family::Blocked && c.threads <= 128 && per_sm == 1;
   const double mma_rate = mma_flop_per_ns(c, p.dtype) * (lone ? kLoneBlockShare : 1.0);
-  const double block_ns = kBlockFixedNs + together * std::max(bytes / pace, flops / mma_rate);
+  const double fixed_ns = measured == nullptr || measured->fixed_ns == 0 ? kBlockFixedNs : measured->fixed_ns;
+  const double block_ns = fixed_ns + together * std::max(bytes / pace, flops / mma_rate);
   const double hbm = half && d.mem_bytes_per_ns > 0 ? d.mem_bytes_per_ns : kHbmBytesPerNs;
   const double operand_bytes = static_cast<double>(half ? std::max(p.M, p.N) : p.M + p.N) * p.K * p.batch * esize;
   const double hbm_ns = (half ? kBlockFixedNs : 0.0) + operand_bytes / hbm;
