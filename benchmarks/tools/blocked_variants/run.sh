@@ -70,7 +70,7 @@ EOF
 fi
 if [[ -n "$OLD" ]]; then
   mkdir -p "$BUILD/old"
-  git -C "$ROOT" archive "$OLD" csrc/cuda | tar -x -C "$BUILD/old"
+  git -C "$ROOT" archive "$OLD" csrc | tar -x -C "$BUILD/old"  # csrc/cuda includes ../activation.h
   awk '!/^[[:space:]]*(#|$)/ { $1 = "old_" $1; print }' "$LIST" >"$LIST.old"
   cat "$LIST.old" >>"$LIST"
 fi
