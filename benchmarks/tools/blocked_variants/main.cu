@@ -1,6 +1,7 @@
 // Times every registered variant against cublasSgemm (default math: IEEE fp32,
 // no TF32) in interleaved rounds, after checking each against cuBLAS's result
-// with the output poisoned (NaN) first. Usage: variants M,N,K [M,N,K ...]
+// with the output poisoned (NaN) first: one off by more than 1e-4 of the largest
+// output is reported and the program exits 1. Usage: variants M,N,K [M,N,K ...]
 // VARIANTS_CHECK_ONLY=1: the check alone, one launch of each variant (for ncu).
 // Built and run by run.sh (see its usage).
 #include <cublas_v2.h>
@@ -39,6 +40,9 @@ int main(int argc, char** argv) {
   vs.insert(vs.begin(), Variant{"cublas", cublas_launch});
   cudaDeviceProp prop; CK(cudaGetDeviceProperties(&prop, 0));
   printf("# %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  // fp32 sums of K products in another order than cuBLAS's differ by ~K * 2^-24 of the largest output.
+  const double kTolerance = 1e-4;
+  bool failed = false;
   for (int ai = 1; ai < argc; ++ai) {
     int M, N, K;
     if (sscanf(argv[ai], "%d,%d,%d", &M, &N, &K) != 3 || M < 1 || N < 1 || K < 1) {
@@ -71,6 +75,11 @@ int main(int argc, char** argv) {
         e = std::max(e, d);
       }
       err[v] = e / refmax;
+      if (!(err[v] <= kTolerance)) {
+        printf("%s: %dx%dx%d rel_err %.1e against cuBLAS (tolerance %.0e)\n", vs[v].name.c_str(), M, N, K, err[v],
+               kTolerance);
+        failed = true;
+      }
     }
     if (getenv("VARIANTS_CHECK_ONLY")) {  // one launch per variant (for ncu), no timing
       for (size_t v = 1; v < vs.size(); ++v) printf("%-28s rel_err %.1e\n", vs[v].name.c_str(), err[v]);
@@ -97,5 +106,6 @@ int main(int argc, char** argv) {
       printf("%-28s %9.4f %8.2f %7.3f %9.1e\n", vs[v].name.c_str(), med[v], flop / med[v] / 1e9, med[0] / med[v], err[v]);
     cudaFree(a); cudaFree(b); cudaFree(c); cudaFree(ref);
   }
-  return 0;
+  if (failed) printf("FAILED: a variant's output differs from cuBLAS's (above)\n");
+  return failed ? 1 : 0;
 }

@@ -36,6 +36,8 @@ void launch(const float* a, const float* b, float* c, int M, int N, int K) {
   p.sa_m = K; p.sa_k = 1; p.sa_b = 0;
   p.sb_k = N; p.sb_n = 1; p.sb_b = 0;
   p.sc_m = N; p.sc_b = 0;
+  p.act = ns::Activation::None;
+  p.batch = 1; p.splits = 1; p.partial = nullptr;  // one matrix, K unsplit (0 would run no work)
   static bool once = [] {
     cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(S::kSmemBytes));
     return true;
