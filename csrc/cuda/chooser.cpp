@@ -134,7 +134,8 @@ struct RowPace {
   double together_bytes_per_ns;  // those blocks' operand bytes together
   int64_t resident;              // blocks an SM holds at once, where the rounds past the first go `resident`
                                  // to an SM (est_ns; 1: rounds of `together`)
-  double fixed_ns;               // a block's cost besides its k-steps (0: kBlockFixedNs)
+  double fixed_ns = 0;           // a block's cost besides its k-steps (0: kBlockFixedNs)
+  double lone_share = 1;         // the share of flop_per_ns a block reaches alone on its SM
 };
 // blocked_64x128x8 (167-199 registers for 128 threads) holds 2 blocks an SM: with 3 an SM they take two rounds of
 // 2 (H100, fp32, per call under CUDA graphs, W cold: x @ W.t() 4096x3072x768, 384 tiles of 64x128, 0.578 ms,
@@ -148,21 +149,21 @@ struct RowPace {
 // 72 blocks of 16 k-tiles, 31.7 us where its FMAs at the 4096^3 pace take 21.2, 23.3 on 64x128; dW 100003x16x3,
 // 782 blocks of 2 k-tiles, 6 an SM, 71.2 us). At kBlockFixedNs it took products of short K from 64x128.
 constexpr int64_t kResidentMinK = 512;  // the least K a block of a `resident` row spans for est_ns to pair them
-// A blocked block of 4 warps alone on its SM (no more blocks than SMs) issues its FMAs at this share of the pace
-// two reach together: its warps leave the SM's issue slots idle (blocked_64x128x8; blocked_k16_64x64x16 alike,
-// whose lone blocks the estimate otherwise ranked above 64x128's pairs: x @ W.t() 64x4096x4096 79.9 us in 2
-// slices of 64x64 against 64.7 in 4 of 64x128). H200, fp32 x @ W.t(), W cold,
-// kernel durations over a CUDA graph, us, K in s slices, 1 block an SM / 2 an SM (the same k-steps an SM):
+// A blocked block of 4 warps alone on its SM (no more blocks than SMs) issues its FMAs at this share (lone_share)
+// of the pace two reach together: its warps leave the SM's issue slots idle (blocked_64x128x8;
+// blocked_k16_64x64x16 alike, whose lone blocks the estimate otherwise ranked above 64x128's pairs: x @ W.t()
+// 64x4096x4096 79.9 us in 2 slices of 64x64 against 64.7 in 4 of 64x128). H200, fp32 x @ W.t(), W cold, kernel
+// durations over a CUDA graph, us, K in s slices, 1 block an SM / 2 an SM (the same k-steps an SM):
 // 64x14336x4096 204.3 (s4) / 186.2 (s8), 128x14336x4096 398.0 (s2) / 355.2 (s4), 128x4096x4096 120.6 (s2) /
 // 116.3 (s4): ~300 flop/ns a lone block against 317-340 a pair, fixed costs and the reduction taken out.
 constexpr double kLoneBlockShare = 0.88;
 constexpr RowPace kRowPaces[] = {
     {row_index("blocked_wide_128x256x8"), kBlockedFlopPerNs * 125 / 100, 0, 1, 0, 1, 10000},
-    {row_index("blocked_64x128x8"), kBlockedFlopPerNs * 112 / 100, 0, 1, 0, 2, 0},
-    {row_index("blocked_k16_64x64x16"), kBlockedFlopPerNs, 0, 1, 0, 1, 0},
-    {kTcTf32_256, 0, kTf32MmaSyncBytesPerNs, 1, 0, 1, 0},
-    {kTcTf32_128, 0, kTf32MmaSyncBytesPerNs, 1, 0, 1, 0},
-    {kTcTf32_64, 0, kTf32MmaSyncBytesPerNs, kTf32MmaSyncBlocksPerSm, kTf32MmaSyncSmBytesPerNs, 1, 0},
+    {row_index("blocked_64x128x8"), kBlockedFlopPerNs * 112 / 100, 0, 1, 0, 2, 0, kLoneBlockShare},
+    {row_index("blocked_k16_64x64x16"), kBlockedFlopPerNs, 0, 1, 0, 1, 0, kLoneBlockShare},
+    {kTcTf32_256, 0, kTf32MmaSyncBytesPerNs, 1, 0, 1},
+    {kTcTf32_128, 0, kTf32MmaSyncBytesPerNs, 1, 0, 1},
+    {kTcTf32_64, 0, kTf32MmaSyncBytesPerNs, kTf32MmaSyncBlocksPerSm, kTf32MmaSyncSmBytesPerNs, 1},
 };
 
 // Rows whose split count fills the SMs with a measured number of blocks each (at most: floor(blocks_per_sm x
@@ -232,8 +233,8 @@ double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, 
   const double pace = measured == nullptr || measured->bytes_per_ns == 0 ? kSmBytesPerNs
                       : together == 1                                    ? measured->bytes_per_ns
                                                                          : measured->together_bytes_per_ns;
-  const bool lone = c.family == Family::Blocked && c.threads <= 128 && per_sm == 1;
-  const double mma_rate = mma_flop_per_ns(c, p.dtype) * (lone ? kLoneBlockShare : 1.0);
+  const double lone_share = measured != nullptr && per_sm == 1 ? measured->lone_share : 1.0;
+  const double mma_rate = mma_flop_per_ns(c, p.dtype) * lone_share;
   const double fixed_ns = measured == nullptr || measured->fixed_ns == 0 ? kBlockFixedNs : measured->fixed_ns;
   const double block_ns = fixed_ns + together * std::max(bytes / pace, flops / mma_rate);
   const double hbm = half && d.mem_bytes_per_ns > 0 ? d.mem_bytes_per_ns : kHbmBytesPerNs;
