@@ -201,14 +201,30 @@ struct BlockedShape {
   static constexpr int kWM = 4 * TM, kWN = 8 * TN;  // warp tile: 4 x 8 lanes
   static constexpr int kWarpsM = BM / kWM, kWarpsN = BN / kWN;
   static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
-  // Two blocks per SM, so one block's barrier stall is covered by the
-  // other's FMAs: 256-thread blocks with 8x8 accumulators (<= 128 registers a
-  // thread) and 128-thread blocks (<= 255 registers, any tile up to 8x16).
+  // At least two blocks per SM, so one block's barrier stall is covered by
+  // the other's FMAs: 256-thread blocks with 8x8 accumulators (<= 128
+  // registers a thread) and 128-thread blocks (<= 255 registers, any tile up
+  // to 8x16). The 128-thread 8x8 tile (blocked_64x128x8) is held to three (<= 170 registers): at two, ptxas
+  // took 190 and its products of 384 tiles ran 20% slower (H200, 4096x768x3072: 0.543 ms vs 0.407 at three).
   // The 256-thread 8x16 tile gets the full register file (one block per SM).
-  static constexpr int kMinBlocks = (kThreads >= 256 && TM * TN <= 64) || (kThreads <= 128) ? 2 : 1;
+  static constexpr int kMinBlocks = kThreads <= 128 && TM * TN == 64                      ? 3
+                                    : (kThreads >= 256 && TM * TN <= 64) || kThreads <= 128 ? 2
+                                                                                            : 1;
+  // Whether a bias broadcast along rows (F.linear's and addmm's (N,)) is copied into shared memory with the first
+  // tile, or loaded from global memory by the epilogue. Staged, blocked_64x128x8 runs faster *with or without a
+  // bias*: the kernel's code differs, so ptxas allocates its registers differently. The one difference found in
+  // the main loop's SASS (cuobjdump; the same instructions otherwise): 28-33% of its FMAs read two operands that
+  // are not in the reuse cache from the same register bank (reg % 2), against 75% (blocked_k16_64x64x16 went
+  // from 61% to 28% and ran as before). H200, benchmarks/tools/blocked_variants, no bias, against the epilogue's
+  // loads: 4096^3 3.056 -> 2.843 ms (cuBLAS 2.81), 4096x5632x2048 2.109 -> 1.961, 12608x768x3072 1.292 -> 1.202
+  // (M,N,K); the small grids lost ~4% (1024x768x3072 0.162 -> 0.168). The 8-warp 128x256 block keeps the loads:
+  // staged, its products without a bias ran 1-4% slower and those with one gained nothing (x @ W.t()
+  // 12608x768x3072: 1.208 / 1.269 ms without / with a bias, 1.257 / 1.273 staged).
+  static constexpr bool kStageBias = kThreads <= 128;
   static constexpr int kLdA = BM + kPad, kLdB = BN + kPad;
   static constexpr int kStageFloats = BK * (kLdA + kLdB);
-  static constexpr size_t kSmemBytes = sizeof(float) * kStageFloats * kStages;
+  // The pipeline's stages, then (kStageBias) the block's BN column biases.
+  static constexpr size_t kSmemBytes = sizeof(float) * (kStageFloats * kStages + (kStageBias ? BN : 0));
   static_assert(TM % 4 == 0 && TN % 4 == 0, "blocked: thread tiles are built from 4x4 float4 blocks");
   static_assert(BM % kWM == 0 && BN % kWN == 0, "blocked: the block tile is a whole number of warp tiles");
   static_assert(kPad % 4 == 0, "blocked: kPad must keep shared rows 16-byte aligned for float4 reads");
@@ -292,7 +308,20 @@ __global__ void __launch_bounds__(BlockedShape<BM, BN, BK, TM, TN, kPad, kStages
     for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
 
   const int ktiles = w.k_end - w.k_begin;
-  // Prologue: kStages-1 tiles in flight. One commit per tile, also for tiles
+  // The column bias goes into shared memory with the first tile (S::kStageBias; 0 past N).
+  float* bias_s = smem + kStages * S::kStageFloats;
+  const bool col_bias = column_bias(p);
+  if (S::kStageBias && col_bias) {
+#pragma unroll
+    for (int i = 0; i < (BN + S::kThreads - 1) / S::kThreads; ++i) {
+      const int c = tid + i * S::kThreads, n = n0 + c;
+      if (BN % S::kThreads == 0 || c < BN)
+        async_copy::cp4_u32(smem_u32(bias_s + c), n < p.N ? p.bias + bz * p.sbias_b + n * p.sbias_n : p.bias,
+                            n < p.N ? 4 : 0);
+    }
+  }
+
+  // Prologue: kStages-1 tiles in flight (the first with a staged bias). One commit per tile, also for tiles
   // past the end (zero-filled, never read), so wait<kStages-2> always means
   // "the oldest tile not yet read has landed".
 #pragma unroll
@@ -389,10 +418,11 @@ __global__ void __launch_bounds__(BlockedShape<BM, BN, BK, TM, TN, kPad, kStages
   // n_lo - n0 = n_lo - (N - BN) is a multiple of 4 and no float4 straddles n_lo.
   const bool vec = p.N % 4 == 0 && vector_ok<4>(p);
   GemmArgs<float> out = p;
-  if (column_bias(p)) {  // columns n0 + wn0 + 32j + 4lx + jj of every row
+  if (col_bias) {  // columns n0 + wn0 + 32j + 4lx + jj of every row
 #pragma unroll
     for (int j = 0; j < TN; ++j) {
-      const float bj = column_bias_at(p, bz, n0 + wn0 + (j / 4) * 32 + lx * 4 + j % 4);
+      const int c = wn0 + (j / 4) * 32 + lx * 4 + j % 4;
+      const float bj = S::kStageBias ? bias_s[c] : column_bias_at(p, bz, n0 + c);
 #pragma unroll
       for (int i = 0; i < TM; ++i) acc[i][j] += bj;
     }
