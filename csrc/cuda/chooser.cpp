@@ -106,7 +106,11 @@ constexpr int64_t kMaxSlabBytes = int64_t{256} << 20;  // workspace cap
 // tiles an SM (117), 64x128 2.927 ms for 16 (112), measured with the FMAs row by row. The serpentine order
 // (blocked.cuh) then sped 128x256 up by 6.6% at 4096^3 (H200, in one process with the others): 125. (64x64 gained
 // 2.2% there, yet raising its rate to match moved 64-row products from 64x128 onto it that it ran 8-11% slower,
-// x @ W.t() 64x1024x4096 22.4 -> 24.6 us: it keeps 100.)
+// x @ W.t() 64x1024x4096 22.4 -> 24.6 us: it keeps 100.) 64x128 with its bias staged in shared memory and three
+// blocks an SM (blocked.cuh: ptxas's registers) ran 7% faster (4096^3 3.056 -> 2.843 ms, H200, in one process with
+// the old build): 120. (Of the 40 products that rate moved onto it from 128x256 and 64x64, timed each way on an
+// H200: 25.83 -> 25.31 ms in all, 18 faster by more than 2%, 7 slower: dW 4096x128x1024 32.2 -> 36.4 us, ViT-B's
+// dW 3072x12608x768 1240 -> 1265 in 3 slices instead of 7 of 128x256; at 118 or 116 the sum was 25.35 and 25.62.)
 constexpr double kBlockedFlopPerNs = 317;
 // A TF32 mma.sync block's pace (fp32 operands through a 4-stage ring of 8 or 16 KB stages): H100, x @ B
 // 16x4096x4096 on tensorcore_tf32_64x64x16 unsplit, 1.3 MB a block in 67.8 us; at 100 B/ns the estimate left these
@@ -137,9 +141,10 @@ struct RowPace {
   double fixed_ns = 0;           // a block's cost besides its k-steps (0: kBlockFixedNs)
   double lone_share = 1;         // the share of flop_per_ns a block reaches alone on its SM
 };
-// blocked_64x128x8 (167-199 registers for 128 threads) holds 2 blocks an SM: with 3 an SM they take two rounds of
-// 2 (H100, fp32, per call under CUDA graphs, W cold: x @ W.t() 4096x3072x768, 384 tiles of 64x128, 0.578 ms,
-// where the SM's rate shared by 3 said 0.431; 0.470 on 128x256 in 4 slices of K, 0.419 for cuBLAS;
+// blocked_64x128x8 (167-199 registers for 128 threads when measured; 153-168 since blocked.cuh holds it to three
+// blocks an SM) runs 2 blocks an SM at a time: with 3 an SM they take two rounds of 2 (H100, fp32, per call
+// under CUDA graphs, W cold: x @ W.t() 4096x3072x768, 384 tiles of 64x128, 0.578 ms, where the SM's rate shared
+// by 3 said 0.431; 0.470 on 128x256 in 4 slices of K, 0.419 for cuBLAS;
 // 1576x3072x768 in 4 slices, 4.5 blocks an SM, 0.241, three rounds of 2 by this estimate: 0.240), over many
 // rounds their share of the slots (dW 5632x4096x2048, 10.7 an SM: 1.99 ms, 5.3 rounds' worth).
 // blocked_k16_64x64x16 shares its SM's rate as est_ns assumes (4096x768x768, 768 tiles, 5.8 an SM: 0.131 ms,
@@ -159,7 +164,7 @@ constexpr int64_t kResidentMinK = 512;  // the least K a block of a `resident` r
 constexpr double kLoneBlockShare = 0.88;
 constexpr RowPace kRowPaces[] = {
     {row_index("blocked_wide_128x256x8"), kBlockedFlopPerNs * 125 / 100, 0, 1, 0, 1, 10000},
-    {row_index("blocked_64x128x8"), kBlockedFlopPerNs * 112 / 100, 0, 1, 0, 2, 0, kLoneBlockShare},
+    {row_index("blocked_64x128x8"), kBlockedFlopPerNs * 120 / 100, 0, 1, 0, 2, 0, kLoneBlockShare},
     {row_index("blocked_k16_64x64x16"), kBlockedFlopPerNs, 0, 1, 0, 1, 0, kLoneBlockShare},
     {kTcTf32_256, 0, kTf32MmaSyncBytesPerNs, 1, 0, 1},
     {kTcTf32_128, 0, kTf32MmaSyncBytesPerNs, 1, 0, 1},
