@@ -452,3 +452,38 @@ def test_dispatch_overhead_shapes_with_and_without_the_cache(capsys):
     x = torch.empty(8, 40, device="cuda", dtype=torch.bfloat16)
     tilelab_torch.explain(x, x.t())
     assert torch.ops.tilelab._set_choice_cache(True) == 1  # left on: that pick was kept
+
+
+import sass_loops  # noqa: E402
+
+_SASS = """
+        code for sm_90
+                Function : _Z6kernelPf
+        .headerflags    @"EF_CUDA_SM90 EF_CUDA_VIRTUAL_SM(EF_CUDA_SM90)"
+        /*0000*/                   MOV R1, c[0x0][0x28] ;                 /* 0x00000a0000017a02 */
+        /*0010*/                   LDS.128 R4, [R2] ;                     /* 0x0000000002047984 */
+        /*0020*/                   FFMA R8, R4, R6.reuse, R8 ;            /* 0x0000000604087223 */
+        /*0030*/                   FFMA R9, R5, R6, R9 ;                  /* 0x0000000605097223 */
+        /*0040*/                   FFMA R10, R4, R7, R11 ;                /* 0x000000070a0a7223 */
+        /*0050*/              @!P0 FFMA R12, R3, RZ, R13 ;                /* 0x000000ff030c8223 */
+        /*0060*/               @P1 BRA 0x10 ;                             /* 0x0000000000001947 */
+        /*0070*/                   EXIT ;                                 /* 0x000000000000794d */
+"""
+
+
+def test_sass_loops_counts_same_bank_ffmas():
+    """A backward branch is a loop; an FFMA source the previous instruction kept (.reuse, same slot) is
+    not read from the register file; two uncached sources with the same register number mod 2 count."""
+    funcs = sass_loops.parse_functions(_SASS)
+    assert list(funcs) == ["_Z6kernelPf"] and funcs["_Z6kernelPf"][5] == (0x50, "FFMA R12, R3, RZ, R13")
+    (loop,) = sass_loops.loops_of(funcs["_Z6kernelPf"], min_ffma=1)
+    assert (loop.start, loop.end, len(loop.instrs)) == (0x10, 0x60, 6)
+    # R4,R6,R8 all even: a pair; R5,R9 (R6 cached) both odd: a pair; R4,R7,R11: R7 and R11 odd: a pair;
+    # R3, R13 odd (RZ is no register): a pair.
+    assert (loop.ffma, loop.same_bank) == (4, 4)
+    # R4,R10 even: a pair; R5,R9 odd: a pair (R5 kept); R5 cached, R7 odd and R8 even: none.
+    assert sass_loops.same_bank_ffmas(["FFMA R8, R4, R7, R10", "FFMA R9, R5.reuse, R6, R9",
+                                       "FFMA R1, R5, R7, R8"]) == (3, 2)
+    assert sass_loops.loops_of(funcs["_Z6kernelPf"], min_ffma=5) == []
+    lines = sass_loops.report(_SASS, "kernel", 1)
+    assert len(lines) == 1 and "FFMA 4 (4 same-bank, 100%)" in lines[0] and "LDS 1" in lines[0]

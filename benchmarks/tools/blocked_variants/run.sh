@@ -17,7 +17,8 @@
 #                 old_<name>), to time two revisions of the main loop in one run; REV's
 #                 blocked_kernel must take the same template parameters
 #   --arch SM     compute capability without the dot (default: the GPU's, from nvidia-smi; else 90)
-#   -o DIR        also write variants.txt (timings) and variants_ptxas.txt (registers, spills) there
+#   -o DIR        also write variants.txt (timings), variants_ptxas.txt (registers, spills) and
+#                 variants_sass.txt (each main loop's instructions and same-bank FFMAs) there
 # Environment: BUILD_DIR (default: a new temporary directory), VARIANTS_CHECK_ONLY=1 (check
 # each variant once, no timing: for ncu), NVCC (default nvcc).
 # Example: variants of the 128x256 row at BK=16 against the table's rows, old main loop too:
@@ -26,7 +27,7 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
-usage() { sed -n '8,25p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '8,26p' "$0" | sed 's/^# \{0,1\}//'; }
 
 VARIANTS="" OLD="" ARCH="" OUTDIR="" shapes=()
 while [[ $# -gt 0 ]]; do
@@ -97,5 +98,11 @@ fi
 for f in "$BUILD"/*.ptxas; do
   echo "$(basename "$f" .ptxas): $(grep -oE 'Used [0-9]+ registers' "$f" | tail -1), $(grep -oE '[0-9]+ bytes spill stores' "$f" | tail -1)"
 done | tee "${OUTDIR:-$BUILD}/variants_ptxas.txt"
+# Each variant's main loops from its SASS: instructions, and the FFMAs reading two operands from one
+# register bank (benchmarks/tools/sass_loops.py; needs the toolkit's cuobjdump, no GPU).
+if command -v cuobjdump >/dev/null; then
+  python3 "$HERE/../sass_loops.py" --kernel blocked_kernel "$BUILD"/*.o >"${OUTDIR:-$BUILD}/variants_sass.txt" ||
+    echo "sass_loops.py failed (see ${OUTDIR:-$BUILD}/variants_sass.txt)" >&2
+fi
 $NVCC "$HERE/main.cu" "$BUILD"/*.o -o "$BUILD/variants" $FLAGS -lcublas
 "$BUILD/variants" "${shapes[@]}" | tee "${OUTDIR:-$BUILD}/variants.txt"
