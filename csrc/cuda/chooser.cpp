@@ -800,9 +800,7 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // The 64-row TF32 row (one consumer warpgroup, 64x128 tiles), each at its best split count, over N >= 2048:
     // - the decode batches the gemv rules leave (tf32_decode_tiles, above);
     // - up to 64 rows on up to two waves of its tiles: half the MMAs of a 128-row tile that would compute zero rows
-    //   (H100, x @ W.t() per call under CUDA graphs, W cold in L2: 8x14336x4096 0.086 ms vs 0.102 for
-    //   hopper_tf32_128x128x32, 16x4096x14336 0.084 vs 0.095, 64x4096x4096 0.033 vs 0.034; cuBLAS 0.086, 0.086,
-    //   0.028);
+    //   (the reason below gives the H100's figures);
     // - 97 to 128 rows of x @ W.t() whose tiles (two high, nearly full) are at most one per SM: twice the SMs of
     //   128x128 tiles on the product. H200, W cold, kernel durations over a CUDA graph, us, 128 rows, 64-row tiles
     //   at their best split count against 128x128 at the rules' (cuBLAS): 2048x5632 17.2 against 24.8 (18.7),

@@ -316,8 +316,7 @@ __global__ void __launch_bounds__(BlockedShape<BM, BN, BK, TM, TN, kPad, kStages
     for (int i = 0; i < (BN + S::kThreads - 1) / S::kThreads; ++i) {
       const int c = tid + i * S::kThreads, n = n0 + c;
       if (BN % S::kThreads == 0 || c < BN)
-        async_copy::cp4_u32(smem_u32(bias_s + c), n < p.N ? p.bias + bz * p.sbias_b + n * p.sbias_n : p.bias,
-                            n < p.N ? 4 : 0);
+        async_copy::cp4_u32(smem_u32(bias_s + c), n < p.N ? column_bias_ptr(p, bz, n) : p.bias, n < p.N ? 4 : 0);
     }
   }
 

@@ -205,10 +205,15 @@ template <typename T>
 __device__ __forceinline__ bool column_bias(const GemmArgs<T>& p) {
   return p.bias != nullptr && p.sbias_m == 0;
 }
+// Where the column bias of column n (< N) of batch bz is (a kernel that copies it, blocked.cuh).
+template <typename T>
+__device__ __forceinline__ const T* column_bias_ptr(const GemmArgs<T>& p, int bz, int n) {
+  return p.bias + bz * p.sbias_b + n * p.sbias_n;
+}
 // The column bias at column n of batch bz (0 past N).
 template <typename T>
 __device__ __forceinline__ float column_bias_at(const GemmArgs<T>& p, int bz, int n) {
-  return n < p.N ? static_cast<float>(p.bias[bz * p.sbias_b + n * p.sbias_n]) : 0.0f;
+  return n < p.N ? static_cast<float>(*column_bias_ptr(p, bz, n)) : 0.0f;
 }
 
 // Whether kVec adjacent outputs may go out as one store: every row (and batch)
