@@ -136,24 +136,23 @@ struct RowPace {
   double bytes_per_ns;           // a block's operand bytes, alone on its SM (0: kSmBytesPerNs)
   int64_t together;              // blocks an SM runs at once (blocks_per_sm says where)
   double together_bytes_per_ns;  // those blocks' operand bytes together
-  int64_t resident;              // blocks an SM holds at once, where the rounds past the first go `resident`
-                                 // to an SM (est_ns; 1: rounds of `together`)
+  int64_t resident;              // blocks an SM holds at once (the split search's bound on blocks an SM)
   double fixed_ns = 0;           // a block's cost besides its k-steps (0: kBlockFixedNs)
   double lone_share = 1;         // the share of flop_per_ns a block reaches alone on its SM
 };
-// blocked_64x128x8 (167-199 registers for 128 threads when measured; 153-168 since blocked.cuh holds it to three
-// blocks an SM) runs 2 blocks an SM at a time: with 3 an SM they take two rounds of 2 (H100, fp32, per call
-// under CUDA graphs, W cold: x @ W.t() 4096x3072x768, 384 tiles of 64x128, 0.578 ms, where the SM's rate shared
-// by 3 said 0.431; 0.470 on 128x256 in 4 slices of K, 0.419 for cuBLAS;
-// 1576x3072x768 in 4 slices, 4.5 blocks an SM, 0.241, three rounds of 2 by this estimate: 0.240), over many
-// rounds their share of the slots (dW 5632x4096x2048, 10.7 an SM: 1.99 ms, 5.3 rounds' worth).
+// blocked_64x128x8 holds three blocks an SM (blocked.cuh holds it to 170 registers for 128 threads), which share
+// the SM's pace: an SM's blocks take as long one after another as they do together, and a split count is ranked
+// by the most blocks an SM gets. (H200, fp32, kernel durations over a CUDA graph, W cold, us, K in s slices:
+// x @ W.t() 4096x3072x768, 384 tiles of 64x128, 410.5 unsplit against 429.9 in 2; 4096x768x768 107.2 against
+// 127.1; dW 2304x12608x768, 216 tiles, 903.6 in 3 (5 blocks an SM) against 952.4 in 4 (7); dW 3072x12608x768,
+// 288 tiles, 1194.1 in 5 (11 an SM) against 1263.5 in 3 (7, each longer). Before 8536545 it took up to 199
+// registers and an SM held two: three an SM took two rounds of two, H100 4096x3072x768 0.578 ms unsplit.)
 // blocked_k16_64x64x16 shares its SM's rate as est_ns assumes (4096x768x768, 768 tiles, 5.8 an SM: 0.131 ms,
 // estimated 0.131), blocked_wide_128x256x8 (217-255 registers for 256 threads) runs one block an SM, and costs
 // ~10 us a block besides its k-steps, which nothing on its SM overlaps (cause not measured; H200, kernel
 // durations over a CUDA graph: dW 2304x1x768, 54 blocks of one k-tile, 11.5 us, 5.7 on 64x128; dW 768x128x3072,
 // 72 blocks of 16 k-tiles, 31.7 us where its FMAs at the 4096^3 pace take 21.2, 23.3 on 64x128; dW 100003x16x3,
 // 782 blocks of 2 k-tiles, 6 an SM, 71.2 us). At kBlockFixedNs it took products of short K from 64x128.
-constexpr int64_t kResidentMinK = 512;  // the least K a block of a `resident` row spans for est_ns to pair them
 // A blocked block of 4 warps alone on its SM (no more blocks than SMs) issues its FMAs at this share (lone_share)
 // of the pace two reach together: its warps leave the SM's issue slots idle (blocked_64x128x8;
 // blocked_k16_64x64x16 alike, whose lone blocks the estimate otherwise ranked above 64x128's pairs: x @ W.t()
@@ -164,7 +163,7 @@ constexpr int64_t kResidentMinK = 512;  // the least K a block of a `resident` r
 constexpr double kLoneBlockShare = 0.88;
 constexpr RowPace kRowPaces[] = {
     {row_index("blocked_wide_128x256x8"), kBlockedFlopPerNs * 125 / 100, 0, 1, 0, 1, 10000},
-    {row_index("blocked_64x128x8"), kBlockedFlopPerNs * 120 / 100, 0, 1, 0, 2, 0, kLoneBlockShare},
+    {row_index("blocked_64x128x8"), kBlockedFlopPerNs * 120 / 100, 0, 1, 0, 3, 0, kLoneBlockShare},
     {row_index("blocked_k16_64x64x16"), kBlockedFlopPerNs, 0, 1, 0, 1, 0, kLoneBlockShare},
     {kTcTf32_256, 0, kTf32MmaSyncBytesPerNs, 1, 0, 1},
     {kTcTf32_128, 0, kTf32MmaSyncBytesPerNs, 1, 0, 1},
@@ -217,18 +216,8 @@ double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, 
   // An SM's blocks, run `together` at a time in `rounds` (in units of one block's time).
   const int64_t per_sm = (blocks + d.num_sms - 1) / d.num_sms;
   const RowPace* measured = row_pace(c);
-  // Rounds of `together` blocks sharing the SM's pace. A row whose blocks an SM holds `resident` at once (more
-  // than one) takes them one round while they fit (at most one slot each: blocks an SM x one block's time); past
-  // that the next blocks take the SMs whose blocks end first, `resident` to an SM, so a round costs `resident`
-  // blocks' time: whole rounds up to three, beyond that the blocks' share of the slots (their ends drift apart).
-  // (Not for blocks of a few hundred k: they start and end too fast to pair up, H100, fp32 dW 768x128x3072 on
-  // 64x128, 3 blocks an SM: 0.0236 ms, which two rounds of 2 put at 0.032.)
   const int64_t together = std::min(per_sm, blocks_per_sm(c, p, d));
-  const int64_t resident = measured == nullptr || per * bk < kResidentMinK ? 1 : measured->resident;
-  const double slot_rounds = static_cast<double>(blocks) / (static_cast<double>(d.num_sms) * resident);
-  const double rounds = resident == 1 || per_sm <= resident ? static_cast<double>((per_sm + together - 1) / together)
-                        : slot_rounds <= 3 ? static_cast<double>(resident) * std::ceil(slot_rounds)
-                                           : static_cast<double>(resident) * slot_rounds;
+  const double rounds = static_cast<double>((per_sm + together - 1) / together);
   const double esize = static_cast<double>(c10::elementSize(p.dtype));
   const double k_span = static_cast<double>(per * bk);
   const bool half = esize == 2;
