@@ -860,6 +860,24 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // row's tile is the same: the static_assert above) compares with its own tilings, 128x128 and 128x256 (no
     // TF32 128x192): as fast at even outputs an SM (12608 x 2304 and x 3072 outputs), slower with more (4096^3:
     // 0.436 ms against 0.396, H100, mm).
+    // Several waves of 128x128 tiles over a short K (8 to 32 k-steps) into more than 2048 columns: ping-pong,
+    // one warpgroup's epilogue under the other's MMAs, where each 192x192 or 128x256 block runs few k-steps and
+    // then its epilogue with nothing under it. Either layout of B; C's rows 16-byte aligned (unaligned rows go a
+    // row at a time, and GPT-2's 4096 x 50257 lm_head lost with bias or GELU, above). (H200, bf16, kernel
+    // durations over a CUDA graph, W cold, us: x @ W.t() 12608x768x3072 81.7 against 85.3 for
+    // hopper_m192_192x192x64, 12608x768x2304 63.5 against 65.2, 4096x768x3072 27.8 against 30.1 for
+    // hopper_128x256x64, 4096x2048x5632 124.0 against 125.0, 4096x2048x32000 690.9 against 698.6; dY @ W
+    // 12608x768x3072 82.2 against 86.8; cuBLAS 82.9, 63.6, 29.9, 123.7, 685.9, 85.3. Into 2048 columns a tie
+    // (4096x2048x2048 46.1 against 45.7 for 128x256), over 64 k-steps or into 768 columns the rules below win:
+    // dY @ W 4096x5632x2048 124.6 against 117.2, 12608x3072x768 85.3 against 76.3.)
+    if (half && ksteps >= 8 && ksteps <= 32 && p.N > 2048 && tiles128 >= 4 * sms && c_rows_aligned16(p)) {
+      ch = pick(kHopperPingPong,
+                "sm_90, at least 4 waves of 128x128 tiles over 8 to 32 k-steps of 64 into more than 2048 columns: "
+                "ping-pong runs one warpgroup's epilogue under the other's MMAs (H200, bf16, kernel durations, W "
+                "cold: 12608x768x3072 0.0817 ms vs 0.0853 for hopper_m192_192x192x64, 4096x768x3072 0.0278 vs "
+                "0.0301 for hopper_128x256x64; cuBLAS 0.0829, 0.0299)");
+      if (ch.cfg) return ch;
+    }
     const KernelConfig& m192 = kConfigs[half ? kHopperM192 : kHopperTf32M192];
     const int64_t t192 = tiles(p, m192), r192 = (t192 + sms - 1) / sms;
     // Rows an SM computes, not stores: a 192-row tile over M = 128 computes 64 rows of zeros (H100, bf16, kernel
@@ -944,8 +962,8 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // 128-wide tiles need at most 80% of the columns an SM computes with 128x256 ones, or, for x @ W.t() over
     // K <= 1024, no more where 128x256 tiles make under 3 waves, the last less than half full: that wave mostly
     // idle (1576 rows x N = 3072: 156 tiles, 1.18 waves; 3136 x 768 x 3072: 300 tiles, 2.27 waves, 640 columns
-    // an SM on 128x128 against 768, 0.0279 ms vs 0.0321 + bias, H100). Over K = 2048 128x256 kept its lead
-    // (1576x2048x6144 0.0675 ms vs 0.0691).
+    // an SM on 128x128 against 768, 0.0279 ms vs 0.0321 + bias, H100). (Over K = 2048 the H100 kept 128x256 ahead,
+    // 1576x2048x6144 0.0675 ms vs 0.0691; on the H200 ping-pong took it by 10%, the several-waves rule above.)
     const int64_t tail256 = tiles256 % sms;
     const bool w128_wins = 5 * w128 <= 4 * w256 || (k_cont && ksteps <= 16 && w128 <= w256 && tiles256 < 3 * sms &&
                                                     tail256 != 0 && 2 * tail256 < sms);
