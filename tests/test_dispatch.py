@@ -726,6 +726,18 @@ def test_fp32_blocks_an_sm_holds(operands, M, K, N, row, splits):
     assert (e.kernel, e.details["split_k"]) == (row, splits), e
 
 
+@pytest.mark.parametrize("operands", [mm, linear], ids=["mm", "linear"])
+def test_fp32_128x256_stores_unaligned_rows_slowly(operands):
+    """blocked_wide_128x256x8 runs one block an SM, with nothing to run under its epilogue, whose stores into
+    rows of C that are not 16-byte aligned go one element at a time (est_ns's unaligned_store_ns): GPT-2's
+    lm_head at 4096 tokens (N = 50257) takes 64x128 tiles, three an SM (H200, W cold: 6676 us against 7041
+    on 128x256); the same product into aligned rows (N = 50256) keeps 128x256."""
+    e = explain_described(*operands(4096, 768, 50257, torch.float32), **H200)
+    assert (e.kernel, e.details["split_k"]) == ("blocked_64x128x8", 1), e
+    e = explain_described(*operands(4096, 768, 50256, torch.float32), **H200)
+    assert (e.kernel, e.details["split_k"]) == ("blocked_wide_128x256x8", 1), e
+
+
 @pytest.mark.parametrize("operands,M,K,N,splits", [
     (linear, 64, 14336, 4096, 8),  # 32 tiles: 4 slices would leave each block alone on its SM, 8 pair them
     (mm, 16, 4096, 4096, 8),  # x @ B: the few-row x @ W.t() rules do not take it

@@ -139,6 +139,7 @@ struct RowPace {
   int64_t resident;              // blocks an SM holds at once (the split search's bound on blocks an SM)
   double fixed_ns = 0;           // a block's cost besides its k-steps (0: kBlockFixedNs)
   double lone_share = 1;         // the share of flop_per_ns a block reaches alone on its SM
+  double unaligned_store_ns = 0;  // a block's extra cost storing C unsplit into rows not 16-byte aligned
 };
 // blocked_64x128x8 holds three blocks an SM (blocked.cuh holds it to 170 registers for 128 threads), which share
 // the SM's pace: an SM's blocks take as long one after another as they do together, and a split count is ranked
@@ -152,7 +153,11 @@ struct RowPace {
 // ~10 us a block besides its k-steps, which nothing on its SM overlaps (cause not measured; H200, kernel
 // durations over a CUDA graph: dW 2304x1x768, 54 blocks of one k-tile, 11.5 us, 5.7 on 64x128; dW 768x128x3072,
 // 72 blocks of 16 k-tiles, 31.7 us where its FMAs at the 4096^3 pace take 21.2, 23.3 on 64x128; dW 100003x16x3,
-// 782 blocks of 2 k-tiles, 6 an SM, 71.2 us). At kBlockFixedNs it took products of short K from 64x128.
+// 782 blocks of 2 k-tiles, 6 an SM, 71.2 us). At kBlockFixedNs it took products of short K from 64x128. Storing
+// C unsplit into rows that are not 16-byte aligned (one element a store, epilogue.cuh's vector_ok) a block took
+// ~10 us more again, its epilogue alone on the SM (unaligned_store_ns; H200, fp32, kernel durations over a CUDA
+// graph, W cold: GPT-2's lm_head x @ W 4096x768x50257, 48 rounds of 128x256, 7041 us, 146.7 a round where 137
+// was estimated; 6676 on 64x128, whose three blocks an SM overlap one's stores; cuBLAS 6489).
 // A blocked block of 4 warps alone on its SM (no more blocks than SMs) issues its FMAs at this share (lone_share)
 // of the pace two reach together: its warps leave the SM's issue slots idle (blocked_64x128x8;
 // blocked_k16_64x64x16 alike, whose lone blocks the estimate otherwise ranked above 64x128's pairs: x @ W.t()
@@ -162,7 +167,7 @@ struct RowPace {
 // 116.3 (s4): ~300 flop/ns a lone block against 317-340 a pair, fixed costs and the reduction taken out.
 constexpr double kLoneBlockShare = 0.88;
 constexpr RowPace kRowPaces[] = {
-    {row_index("blocked_wide_128x256x8"), kBlockedFlopPerNs * 125 / 100, 0, 1, 0, 1, 10000},
+    {row_index("blocked_wide_128x256x8"), kBlockedFlopPerNs * 125 / 100, 0, 1, 0, 1, 10000, 1, 10000},
     {row_index("blocked_64x128x8"), kBlockedFlopPerNs * 120 / 100, 0, 1, 0, 3, 0, kLoneBlockShare},
     {row_index("blocked_k16_64x64x16"), kBlockedFlopPerNs, 0, 1, 0, 1, 0, kLoneBlockShare},
     {kTcTf32_256, 0, kTf32MmaSyncBytesPerNs, 1, 0, 1},
@@ -230,7 +235,9 @@ double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, 
   const double lone_share = measured != nullptr && per_sm == 1 ? measured->lone_share : 1.0;
   const double mma_rate = mma_flop_per_ns(c, p.dtype) * lone_share;
   const double fixed_ns = measured == nullptr || measured->fixed_ns == 0 ? kBlockFixedNs : measured->fixed_ns;
-  const double block_ns = fixed_ns + together * std::max(bytes / pace, flops / mma_rate);
+  const double store_ns =
+      measured != nullptr && s == 1 && !c_rows_aligned16(p) ? measured->unaligned_store_ns : 0.0;
+  const double block_ns = fixed_ns + store_ns + together * std::max(bytes / pace, flops / mma_rate);
   const double hbm = half && d.mem_bytes_per_ns > 0 ? d.mem_bytes_per_ns : kHbmBytesPerNs;
   const double operand_bytes = static_cast<double>(half ? std::max(p.M, p.N) : p.M + p.N) * p.K * p.batch * esize;
   const double hbm_ns = (half ? kBlockFixedNs : 0.0) + operand_bytes / hbm;
