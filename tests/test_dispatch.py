@@ -275,8 +275,27 @@ def test_128x160_left_to_tune(M, K, N):
     assert e.kernel == "hopper_128x192x64" and "last wave" in e.reason, e
     forced = explain_described(*weight_grad(M, K, N), **H200, variant="hopper_128x160x64")
     assert forced.kernel == "hopper_128x160x64", forced
-    # 2304 x 768 (ViT-B's qkv weight gradient): 108 tiles of 128x128, one round of 128 columns.
-    assert explain_described(*weight_grad(2304, 12608, 768), **H200).kernel == "hopper_128x128x64"
+    # 2304 x 768 (ViT-B's qkv weight gradient): 108 tiles of 128x128, one round of 128 columns: ping-pong
+    # (test_pingpong_for_weight_gradients_of_a_wave).
+    assert explain_described(*weight_grad(2304, 12608, 768), **H200).kernel == "hopper_pingpong_128x128x64"
+
+
+@pytest.mark.parametrize("M,K,N", [(2304, 12608, 768), (2304, 4096, 768), (2304, 1576, 768), (768, 4096, 2304)])
+def test_pingpong_for_weight_gradients_of_a_wave(M, K, N):
+    """3/4 to one wave of 128x128 tiles over at least 24 k-steps with an m-contiguous A (the weight gradients of
+    ViT-B/16's and GPT-2's qkv, 108 tiles): ping-pong, unsplit."""
+    e = explain_described(*weight_grad(M, K, N), **H200)
+    assert e.kernel == "hopper_pingpong_128x128x64" and "a weight gradient" in e.reason, e
+    assert e.details["split_k"] == 1, e
+
+
+def test_weight_gradient_pingpong_bounds():
+    """x @ W.t() of that size (128 rows into 14336 columns, 112 tiles), 16 k-steps, or fewer than 3/4 of a wave
+    of tiles keep the other rules."""
+    for e in (explain_described(*linear(128, 4096, 14336), **H200),
+              explain_described(*weight_grad(2304, 1024, 768), **H200),
+              explain_described(*weight_grad(1536, 4096, 768), **H200)):
+        assert "a weight gradient" not in e.reason, e
 
 
 def test_128x192_not_for_narrow_outputs():

@@ -1066,6 +1066,19 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
                 "hopper_128x128x64 and 0.351 for tensorcore_128x256x64; TF32 0.506 vs 0.563 and 0.894)");
       if (ch.cfg) return ch;
     }
+    // Three quarters to one wave of 128x128 tiles over a long K (at least 24 k-steps) with an m-contiguous A (a
+    // weight gradient's transposed activations: 768 x 2304 outputs over a model's tokens): ping-pong, which works
+    // a block's one tile on one warpgroup, ran them faster than the cooperative 128x128 row (cause not measured;
+    // H200, bf16, kernel durations over a CUDA graph, W cold, us: dY^T X 2304x12608x768 65.2 against 69.0,
+    // 2304x4096x768 23.0 against 24.4, 2304x1576x768 11.3 against 11.6, X^T dY 768x4096x2304 23.2 against 24.4;
+    // cuBLAS 63.1, 22.2, 10.6, 22.7). Not x @ W.t() (128x4096x14336, 112 tiles: 34.2 against 34.1).
+    if (half && !p.a.k_contiguous && 4 * tiles128 >= 3 * sms && tiles128 <= sms && ksteps >= 24) {
+      ch = pick(kHopperPingPong, "sm_90, 3/4 to one wave of 128x128 tiles over at least 24 k-steps of 64, A "
+                                 "m-contiguous (a weight gradient): ping-pong (H200, bf16, kernel durations, W cold: "
+                                 "dY^T X 2304x12608x768 0.0652 ms vs 0.0690 for hopper_128x128x64, 2304x4096x768 "
+                                 "0.0230 vs 0.0244; cuBLAS 0.0631, 0.0222)");
+      if (ch.cfg) return ch;
+    }
     if (16 * tiles128 >= sms) {
       ch = pick(half ? kHopper128 : kHopperTf32_128,
                 "sm_90, fewer than half a wave of 128x256 tiles but >= 1/16 of a wave of 128x128: wgmma + TMA with "
