@@ -858,15 +858,6 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     const auto rounds = [&](int bm, int bn) { return (tiles(p, bm, bn) + sms - 1) / sms; };  // of tiles on the SMs
     const auto work = [&](int bn) { return rounds(128, bn) * std::min<int64_t>(bn, p.N); };
     const int64_t w128 = work(128), w192 = work(192), w256 = work(256);
-    // 192 x 192 tiles (three consumer warpgroups), with a wave of them, where they need no more outputs an SM than
-    // the 128-row tilings 192 and 256 wide. Fewer, larger tiles an SM carry fewer epilogues and
-    // L2 bytes per output: by kernel durations (CUPTI) the row is as fast or faster at equal outputs an SM
-    // (ViT-B/16 at batch 64: 12608 x 2304, x 3072 and x 768 outputs, 6, 8 and 2 rounds), and faster with fewer
-    // (4096 x 5632: 660 tiles in 5 rounds against 704 of 128x256 in 6). Where it needs more (4096^3: 484 tiles in
-    // 4 rounds, 147456 outputs an SM against 131072) the 128-row rules below keep the product. TF32 (its 192x192
-    // row's tile is the same: the static_assert above) compares with its own tilings, 128x128 and 128x256 (no
-    // TF32 128x192): as fast at even outputs an SM (12608 x 2304 and x 3072 outputs), slower with more (4096^3:
-    // 0.436 ms against 0.396, H100, mm).
     // Several waves of 128x128 tiles over a short K (8 to 32 k-steps) into more than 2048 columns: ping-pong,
     // one warpgroup's epilogue under the other's MMAs, where each 192x192 or 128x256 block runs few k-steps and
     // then its epilogue with nothing under it. Either layout of B; C's rows 16-byte aligned (unaligned rows go a
@@ -885,6 +876,15 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
                 "0.0301 for hopper_128x256x64; cuBLAS 0.0829, 0.0299)");
       if (ch.cfg) return ch;
     }
+    // 192 x 192 tiles (three consumer warpgroups), with a wave of them, where they need no more outputs an SM than
+    // the 128-row tilings 192 and 256 wide. Fewer, larger tiles an SM carry fewer epilogues and
+    // L2 bytes per output: by kernel durations (CUPTI) the row is as fast or faster at equal outputs an SM
+    // (ViT-B/16 at batch 64: 12608 x 2304, x 3072 and x 768 outputs, 6, 8 and 2 rounds), and faster with fewer
+    // (4096 x 5632: 660 tiles in 5 rounds against 704 of 128x256 in 6). Where it needs more (4096^3: 484 tiles in
+    // 4 rounds, 147456 outputs an SM against 131072) the 128-row rules below keep the product. TF32 (its 192x192
+    // row's tile is the same: the static_assert above) compares with its own tilings, 128x128 and 128x256 (no
+    // TF32 128x192): as fast at even outputs an SM (12608 x 2304 and x 3072 outputs), slower with more (4096^3:
+    // 0.436 ms against 0.396, H100, mm).
     const KernelConfig& m192 = kConfigs[half ? kHopperM192 : kHopperTf32M192];
     const int64_t t192 = tiles(p, m192), r192 = (t192 + sms - 1) / sms;
     // Rows an SM computes, not stores: a 192-row tile over M = 128 computes 64 rows of zeros (H100, bf16, kernel
