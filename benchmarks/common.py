@@ -219,9 +219,13 @@ def print_table(rows: list[dict], columns: list[tuple[str, str, str]], file=sys.
 
 
 def write_json(path: str, payload) -> None:
+    """payload as JSON at path, written whole or not at all (a temporary file renamed over it), so a tool killed
+    while it rewrites its file after every measurement leaves the last complete one."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as f:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
         json.dump(payload, f, indent=1)
+    os.replace(tmp, path)
 
 
 def write_csv(path: str, rows: list[dict]) -> None:

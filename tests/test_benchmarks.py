@@ -147,6 +147,16 @@ def test_kept_precision_is_put_back():
     assert torch.get_float32_matmul_precision() == before
 
 
+def test_write_json_replaces_the_file_whole(tmp_path):
+    """The tools rewrite their JSON after every measurement (rows_ab.py): each write replaces the file whole,
+    through a temporary file renamed over it, and leaves nothing else behind."""
+    path = tmp_path / "sub" / "rows.json"
+    common.write_json(str(path), {"rows": [1]})
+    common.write_json(str(path), {"rows": [1, 2]})
+    assert json.loads(path.read_text()) == {"rows": [1, 2]}
+    assert os.listdir(path.parent) == ["rows.json"]
+
+
 def test_rounds_take_the_median_of_medians(tmp_path, monkeypatch):
     """--rounds N measures every time N times and keeps the median: one spike in three moves nothing."""
     times = iter([1.0, 9.0, 2.0] * 1000)

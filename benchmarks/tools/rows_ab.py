@@ -16,7 +16,8 @@ times: kernel durations (CUPTI) over a CUDA graph of one call per copy, µs a ca
 --models takes the problems from a model_ab.py --breakdown file instead: each GEMM of each model config, its
 forward, dX and dW products in the layouts autograd gives them (an nn.Linear's x @ W.t(), dY @ W and dY^T X;
 a Conv1D's x @ W, dY @ W.t() and X^T dY). Prints a line a problem: cuBLAS, the dispatcher's pick and the
-fastest rows; --out writes every measurement as JSON. A problem listed under several names is timed once.
+fastest rows; --out writes every measurement as JSON, rewritten after each problem (a run cut short keeps what it
+measured). A problem listed under several names is timed once.
 """
 from __future__ import annotations
 
@@ -157,16 +158,16 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         p.error("needs a CUDA GPU (the rows run there)")
     out = []
+    meta = common.metadata("cuda", "highest (fp32 rows) / high (tf32 rows)")
     with common.kept_precision():
         for prob in listed:
             r = measure(prob, candidates(prob.dtype, args.families), args.splits, args.b_mb, args.max_copies)
             out.append(r)
             print(summary(r), flush=True)
+            if args.out:  # after every problem: a run cut short (a time limit) keeps what it measured
+                common.write_json(args.out, {"meta": meta, "rows": out})
     near = sum(r["pick_us"] <= 1.03 * min([x["us"] for x in r["rows"] if x["us"]] or [r["pick_us"]]) for r in out)
     print(f"{len(out)} problems: the pick within 3% of the fastest row on {near}")
-    if args.out:
-        common.write_json(args.out, {"meta": common.metadata("cuda", "highest (fp32 rows) / high (tf32 rows)"),
-                                     "rows": out})
     return 0
 
 
