@@ -241,19 +241,42 @@ def test_192x192_in_two_slices_for_long_k_weight_gradients(M, K, N):
 
 def test_split_reduce_hook(high):
     """_set_split_reduce forces where the slices are added (the reason says which), and rejects other
-    values; None goes back to the cost (the kernel's way for the MLP weight gradient, the second pass
-    for a decode product's 2 slices of 64x128 TF32 tiles)."""
+    values; None goes back to the cost: the kernel's way through global memory for the MLP weight
+    gradient's 2 slices of 192x192, a cluster's for a decode product's 2 slices of 64x64 (the hopper_m64
+    rows carry it), the second pass for 2 slices of 64x128 TF32 tiles. "cluster" takes the second pass
+    where a cluster cannot add the slices: a row without the cluster's code, more slices than
+    kMaxClusterSlices (8)."""
     dw = weight_grad(3072, 12608, 768)
-    torch.ops.tilelab._set_split_reduce("pass")
+    decode = linear(64, 14336, 4096)
+    assert "added in the kernel in a fixed order" in explain_described(*dw, **H200).reason
+    e = explain_described(*decode, **H200)
+    assert e.kernel == "hopper_m64_64x64x64" and e.details["split_k"] == 2, e
+    assert "added in the kernel across a cluster of 2 blocks" in e.reason, e
+    for how, says_dw, says_decode in (("pass", "reduced by a second pass", "reduced by a second pass"),
+                                      ("kernel", "added in the kernel in a fixed order",
+                                       "added in the kernel in a fixed order"),
+                                      ("cluster", "reduced by a second pass",
+                                       "added in the kernel across a cluster of 2 blocks")):
+        torch.ops.tilelab._set_split_reduce(how)
+        try:
+            assert says_dw in explain_described(*dw, **H200).reason, how
+            assert says_decode in explain_described(*decode, **H200).reason, how
+        finally:
+            torch.ops.tilelab._set_split_reduce(None)
+    k_heavy = linear(64, 65536, 64)  # one 64x64 tile
+    torch.ops.tilelab._set_split_reduce("cluster")
     try:
-        assert "reduced by a second pass" in explain_described(*dw, **H200).reason
+        for splits, says in ((9, "reduced by a second pass"), (8, "added in the kernel across a cluster of 8 blocks")):
+            torch.ops.tilelab._set_split_k(splits)
+            e = explain_described(*k_heavy, variant="hopper_m64_64x64x64", **H200)
+            assert e.details["split_k"] == splits and says in e.reason, (splits, e)
     finally:
         torch.ops.tilelab._set_split_reduce(None)
-    assert "added in the kernel" in explain_described(*dw, **H200).reason
+        torch.ops.tilelab._set_split_k(None)
     e = explain_described(*linear(16, 4096, 4096, torch.float32), **H100)  # TF32: the `high` fixture
     assert e.kernel == "hopper_tf32_m64_64x128x32" and e.details["split_k"] == 2, e
     assert "reduced by a second pass" in e.reason, e
-    with pytest.raises(RuntimeError, match="must be 'kernel', 'pass' or None"):
+    with pytest.raises(RuntimeError, match="must be 'cluster', 'kernel', 'pass' or None"):
         torch.ops.tilelab._set_split_reduce("atomics")
 
 

@@ -97,8 +97,7 @@ bool reads_only_its_b(const KernelConfig& c, const GemmProblem& p) {
 // the slices itself, split_reduce_in_kernel, it costs less). Estimates, not
 // measurements: they only have to rank 1 against s slices where one wave leaves
 // SMs idle (and, for fp32, the blocked rows).
-constexpr double kBlockFixedNs = 2000, kReduceLaunchNs = 3000, kSmBytesPerNs = 100, kHbmBytesPerNs = 4800,
-                 kReduceBytesPerNs = 3000;
+constexpr double kBlockFixedNs = 2000, kSmBytesPerNs = 100, kHbmBytesPerNs = 4800;
 constexpr int64_t kMaxSlabBytes = int64_t{256} << 20;  // workspace cap
 
 // The blocked rows' fp32 FMAs, 317 flop/ns an SM at relative rate 100 (outputs x k per SM per unit time; 64x64
@@ -241,8 +240,7 @@ double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, 
   const double hbm = half && d.mem_bytes_per_ns > 0 ? d.mem_bytes_per_ns : kHbmBytesPerNs;
   const double operand_bytes = static_cast<double>(half ? std::max(p.M, p.N) : p.M + p.N) * p.K * p.batch * esize;
   const double hbm_ns = (half ? kBlockFixedNs : 0.0) + operand_bytes / hbm;
-  const double reduce_ns =
-      s == 1 ? 0.0 : kReduceLaunchNs + 2.0 * s * p.batch * p.M * p.N * 4 / kReduceBytesPerNs;
+  const double reduce_ns = s == 1 ? 0.0 : second_pass_est_ns(p, s);
   return std::max(rounds * block_ns, hbm_ns) + reduce_ns;
 }
 
@@ -316,7 +314,8 @@ int64_t gemv_split_blocks(const KernelConfig& c, const GemmProblem& p) {
 // The split count for row c on p: the override, or the least estimated time
 // among the counts of at most kSplitRounds rounds of blocks; `why` gets the sentence, `in_kernel` how the
 // slices are added.
-int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, std::string& why, bool& in_kernel) {
+int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, std::string& why, bool& in_kernel,
+                bool& in_cluster) {
   if (!family_splits_k(c.family) || p.dtype == c10::ScalarType::Double) return 1;
   const bool gemv = c.family == Family::GemvSplit;  // its own count (gemv_split_count), not est_ns's
   const int64_t kt = k_tiles(c, p);
@@ -337,10 +336,13 @@ int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d
   const int64_t per = (kt + best - 1) / best;
   best = (kt + per - 1) / per;
   if (best <= 1) return 1;
-  in_kernel = split_reduce_in_kernel(c, p, best, d.num_sms);
+  in_cluster = split_reduce_in_cluster(c, p, best, d.num_sms);
+  in_kernel = in_cluster || split_reduce_in_kernel(c, p, best, d.num_sms);
   std::ostringstream os;
   os << "; split-K: K in " << best << " slices of " << per * c.bk << ", "
-     << (in_kernel ? "added in the kernel" : "reduced by a second pass")
+     << (in_cluster  ? "added in the kernel across a cluster of " + std::to_string(best) + " blocks"
+         : in_kernel ? std::string("added in the kernel")
+                     : std::string("reduced by a second pass"))
      << " in a fixed order (";
   if (forced > 0)
     os << "forced by _set_split_k";
@@ -364,8 +366,8 @@ int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d
 
 Choice with_splits(Choice ch, const GemmProblem& p, const DeviceInfo& d) {
   std::string why;
-  ch.reduce_in_kernel = false;
-  ch.splits = plan_splits(*ch.cfg, p, d, why, ch.reduce_in_kernel);
+  ch.reduce_in_kernel = ch.reduce_in_cluster = false;
+  ch.splits = plan_splits(*ch.cfg, p, d, why, ch.reduce_in_kernel, ch.reduce_in_cluster);
   ch.reason += why;
   return ch;
 }

@@ -18,6 +18,8 @@ struct Choice {
   // With splits > 1: whether the kernel adds the slices itself (split_reduce_in_kernel), decided once with the
   // reason, else a second pass over fp32 slabs (split_k_gemm goes by it).
   bool reduce_in_kernel = false;
+  // ... and, where it does, whether through a cluster of `splits` blocks (split_reduce_in_cluster).
+  bool reduce_in_cluster = false;
 };
 
 // Why row cannot run p on d (the table's columns, then the family's own

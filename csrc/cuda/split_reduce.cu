@@ -125,14 +125,40 @@ void launch_reduce(const GemmProblem& p, const float* slabs, int splits, cudaStr
 constexpr double kSecondPassNs = 2000, kSecondPassBytesPerNs = 6000, kHandOverZeroNs = 800,
                  kHandOverSliceNs = 3000, kHandOverBytesPerNs = 100;
 
-// set_split_reduce_override: 0 by cost, 1 in the kernel where it can, 2 the second pass.
+// Where a cluster adds the slices (split_reduce_in_cluster): the 64-row tiles of the hopper_m64 rows, which the
+// chooser splits where one wave of them leaves SMs idle (decode batches, 128-token products), in 2 to 5 slices in
+// one wave, in place of the second pass or the way through global memory. Each 16-row warp's owner block reads the
+// other blocks' copies of its sums through the cluster, a chain of loads a slice: with a 64x64 tile's 16 KB of sums
+// that costs less than a second kernel's launch and slabs up to 5 slices, more from 6. H200, bf16, kernel durations
+// over a CUDA graph, W cold, us, second pass -> cluster (cuBLAS), the split counts the chooser picks: x @ W.t()
+// 128x3072x768 in 5 slices 8.12 -> 7.71 (7.08), 128x4096x1024 in 4 9.46 -> 8.57 (7.56), 64x14336x4096 in 2 36.94
+// -> 34.60 (35.43); dY @ W 128x4096x1024 in 4 9.61 -> 8.49 (7.47), 64x6144x4096 in 2 20.46 -> 19.11 (15.46),
+// 32x32000x4096 in 2 70.87 -> 72.14 (64.34); the 17 such products of the suites' decode rows and the models 516.1
+// -> 506.5 in all, 12 faster by more than 2%, none slower. In 6 to 8 slices the cluster lost on all 17 products
+// (dY @ W 64x3072x768 in 8 7.38 -> 8.06, 32x4096x1024 in 6 8.64 -> 8.84): kClusterSlicesPaid. Not for 128-row
+// tiles: 128x64's 32 KB of sums made the cluster slower than the second pass (x @ W.t() 128x5632x2048 in 4 slices
+// 12.88 -> 13.57, dY @ W 12.71 -> 13.15), and a version compiled into every hopper kernel (a run-time switch) cost
+// the others their registers (128x256 tiles spilled 1.8 KB, every row 5-50% slower): only the 64-row kernels carry
+// it (hopper.cuh's cluster_kernel). Nor does it make more slices pay: 128x2048x2048 on 64x64 tiles unsplit 7.19,
+// in 2 slices through a cluster 8.76 (by the second pass 9.70).
+constexpr int64_t kClusterSlicesPaid = 5;
+
+// The chooser's estimate of a second pass (est_ns, chooser.cpp, ranks split counts with it): a launch plus writing
+// and reading s fp32 slabs of the output at ~3 TB/s; higher than kSecondPassNs and kSecondPassBytesPerNs above,
+// which compare the two in-kernel ways by kernel durations alone.
+constexpr double kReduceLaunchNs = 3000, kReduceBytesPerNs = 3000;
+
+// set_split_reduce_override: 0 by cost, 1 in the kernel through global memory where it can, 2 the second pass,
+// 3 through a cluster where it can (else the second pass).
 std::atomic<int> g_reduce_override{0};
 
 void set_split_reduce_override(const std::string& how) {
-  TORCH_CHECK(how.empty() || how == "kernel" || how == "pass",
-              "tilelab::_set_split_reduce: how must be 'kernel', 'pass' or None (by cost), got '", how, "'");
-  g_reduce_override.store(how.empty() ? 0 : how == "kernel" ? 1 : 2);
+  TORCH_CHECK(how.empty() || how == "kernel" || how == "pass" || how == "cluster",
+              "tilelab::_set_split_reduce: how must be 'cluster', 'kernel', 'pass' or None (by cost), got '", how,
+              "'");
+  g_reduce_override.store(how.empty() ? 0 : how == "kernel" ? 1 : how == "pass" ? 2 : 3);
 }
+
 
 bool split_reduce_forced() { return g_reduce_override.load(std::memory_order_relaxed) != 0; }
 
@@ -140,22 +166,53 @@ at::Tensor fp32_workspace(int64_t floats) {
   return at::empty({floats}, at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, at::cuda::current_device()));
 }
 
-bool split_reduce_in_kernel(const KernelConfig& row, const GemmProblem& p, int64_t splits, int64_t sms) {
+double second_pass_est_ns(const GemmProblem& p, int64_t splits) {
+  return kReduceLaunchNs + 2.0 * splits * p.batch * p.M * p.N * 4 / kReduceBytesPerNs;
+}
+
+namespace {
+// Every slice a block of one wave (the hopper kernel's persistent grid holds all of its work tiles) and C through
+// the TMA-store epilogue: the kernel can add the slices itself.
+bool kernel_can_add(const KernelConfig& row, const GemmProblem& p, int64_t splits, int64_t sms) {
+  return row.family == Family::Hopper &&
+         PersistentGrouped<kGroupM>::count_of(p.M, p.N, row.bm, row.bn, splits, p.batch) <= sms &&
+         hopper_fuses_activation(p);
+}
+
+// The kernel's way through global memory by the measured costs above (the hook aside).
+bool global_cheaper(const KernelConfig& row, const GemmProblem& p, int64_t splits) {
   const double second_pass = kSecondPassNs + 2.0 * splits * p.batch * p.M * p.N * 4 / kSecondPassBytesPerNs;
   const double in_kernel =
       kHandOverZeroNs + (splits - 1.0) * (kHandOverSliceNs + 4.0 * row.bm * row.bn / kHandOverBytesPerNs);
-  // Every slice a block of one wave: the hopper kernel's persistent grid holds all of its work tiles.
-  const bool can = row.family == Family::Hopper &&
-                   PersistentGrouped<kGroupM>::count_of(p.M, p.N, row.bm, row.bn, splits, p.batch) <= sms &&
-                   hopper_fuses_activation(p);
-  const int forced = g_reduce_override.load();
-  return can && (forced == 0 ? in_kernel < second_pass : forced == 1);
+  return in_kernel < second_pass;
 }
 
-void split_k_gemm(const KernelConfig& row, const GemmProblem& p, bool in_kernel) {
+// The rows whose kernels carry the cluster hand-over (hopper.cuh's cluster_kernel: half precision, 64-row tiles)
+// on a product whose C takes the TMA store without an activation.
+bool cluster_row(const KernelConfig& row, const GemmProblem& p) {
+  return row.family == Family::Hopper && !row.tf32 && row.bm == 64 && p.act == Activation::None &&
+         hopper_tma_store(p);
+}
+}  // namespace
+
+bool split_reduce_in_cluster(const KernelConfig& row, const GemmProblem& p, int64_t splits, int64_t sms) {
+  const int forced = g_reduce_override.load(std::memory_order_relaxed);
+  return splits > 1 && splits <= (forced == 3 ? kMaxClusterSlices : kClusterSlicesPaid) &&
+         (forced == 0 || forced == 3) && cluster_row(row, p) && kernel_can_add(row, p, splits, sms);
+}
+
+bool split_reduce_in_kernel(const KernelConfig& row, const GemmProblem& p, int64_t splits, int64_t sms) {
+  if (split_reduce_in_cluster(row, p, splits, sms)) return true;
+  const int forced = g_reduce_override.load();
+  return kernel_can_add(row, p, splits, sms) && (forced == 0 ? global_cheaper(row, p, splits) : forced == 1);
+}
+
+void split_k_gemm(const KernelConfig& row, const GemmProblem& p, bool in_kernel, bool in_cluster) {
   TORCH_CHECK(p.splits > 1 && p.dtype != at::kDouble, "tilelab: split-K needs splits > 1 and a float/half dtype");
   if (in_kernel) {
-    launch(row, p);  // the kernel adds the slices, then applies bias and activation once
+    GemmProblem q = p;
+    q.split_cluster = in_cluster;
+    launch(row, q);  // the kernel adds the slices, then applies bias and activation once
     return;
   }
   const at::Tensor slabs = fp32_workspace(p.splits * p.batch * p.M * p.N);

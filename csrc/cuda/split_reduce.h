@@ -22,19 +22,35 @@ namespace tilelab {
 // the one their rules were measured with.)
 bool split_reduce_in_kernel(const KernelConfig& row, const GemmProblem& p, int64_t splits, int64_t sms);
 
+// The most slices a cluster adds (hopper::SliceSums::cluster): the portable cluster size.
+constexpr int kMaxClusterSlices = 8;
+// Whether p's slices on row are added in the kernel through a cluster of `splits` blocks (distributed shared
+// memory, hopper::SliceSums::cluster): the hopper_m64 rows (64-row tiles) where the kernel can add them at all
+// (above), in 2 to 5 slices, and C takes the TMA store without an activation ("cluster", the testing hook: up to
+// kMaxClusterSlices).
+// Measured in split_reduce.cu. (The launcher falls back to global memory where the device cannot hold every
+// cluster at once.)
+bool split_reduce_in_cluster(const KernelConfig& row, const GemmProblem& p, int64_t splits, int64_t sms);
+// The chooser's estimate of a second pass (est_ns ranks split counts with it, whichever way then adds them):
+// a launch plus writing and reading s fp32 slabs of the output.
+double second_pass_est_ns(const GemmProblem& p, int64_t splits);
+
 // A workspace of `floats` fp32 values on the current device, from PyTorch's caching allocator (no
 // synchronisation, CUDA-graph capturable): the second pass's slabs, the in-kernel hand-over's slots.
 at::Tensor fp32_workspace(int64_t floats);
 
-// Testing hook (torch.ops.tilelab._set_split_reduce): "kernel" adds the slices in
-// the kernel wherever it can, "pass" always in the second pass, "" goes by cost.
+// Testing hook (torch.ops.tilelab._set_split_reduce): "cluster" adds the slices in
+// the kernel through a cluster wherever it can (else by a second pass), "kernel" in
+// the kernel through global memory wherever it can, "pass" always in the second
+// pass, "" goes by cost (the cluster wherever it can).
 void set_split_reduce_override(const std::string& how);
 // Whether that hook forces either way (the chooser's cache stands aside then).
 bool split_reduce_forced();
 
 // Runs row's kernel on p.splits slices of K and adds them in order with p's
 // bias and activation into p.c: in the kernel where in_kernel (the chooser's
-// split_reduce_in_kernel), else into a fp32 workspace, then a second pass.
-void split_k_gemm(const KernelConfig& row, const GemmProblem& p, bool in_kernel);
+// split_reduce_in_kernel; through a cluster where in_cluster: split_reduce_in_cluster), else into a fp32
+// workspace, then a second pass.
+void split_k_gemm(const KernelConfig& row, const GemmProblem& p, bool in_kernel, bool in_cluster);
 
 }  // namespace tilelab
