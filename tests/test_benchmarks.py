@@ -260,7 +260,12 @@ def test_chooser_picks_lines_match_explain_described(tmp_path):
                                    ("dW", (dy.t(), x), "1x14336x16x4096")):
         e = tilelab_torch.explain_described(a, b, **H200)
         key = f"skinny llama3-8b.decode.mlp_up linear_nobias bf16 {product} {shape}"
-        assert by_key[key] == [e.kernel, f"s{e.details.get('split_k', 1)}"], (key, e)
+        s = e.details.get("split_k", 1)
+        way = f"/{chooser_picks.split_way(e.reason)}" if s > 1 else ""
+        assert by_key[key] == [e.kernel, f"s{s}{way}"], (key, e)
+    # a split pick names how its slices are added, as its reason says
+    splits = [parts[7] for parts in lines if parts[7] != "s1"]
+    assert splits and all(p.split("/")[1] in picks_ab.WAYS for p in splits), splits
     assert "skinny rows.24x4096x14336 linear_nobias bf16 fwd 1x24x4096x14336" in by_key
     assert torch.get_float32_matmul_precision() == "highest"  # the tf32 rows' precision is put back
 
@@ -293,16 +298,21 @@ import picks_ab  # noqa: E402
 def test_picks_ab_reads_a_diff_once_a_product(tmp_path, capsys):
     """The moved problems of a --diff listing, each product once: the same fwd product under two names of
     one layout (linear, linear_nobias) is timed once, an mm of the same shape (another layout) apart."""
-    lines = ["skinny a linear bf16 fwd 1x16x4096x4096  gemv_mma_16x32x64 s1 -> hopper_128x128x64 s2",
+    lines = ["skinny a linear bf16 fwd 1x16x4096x4096  gemv_mma_16x32x64 s1 -> hopper_128x128x64 s2/cluster",
              "transformer b linear_nobias bf16 fwd 1x16x4096x4096  gemv_mma_16x32x64 s1 -> hopper_128x128x64 s2",
-             "skinny c mm bf16 fwd 1x16x4096x4096  gemv_mma_rowb_16x32x64 s1 -> hopper_m64_64x64x64 s4",
-             "skinny a linear bf16 dW 1x4096x16x4096  hopper_128x128x64 s1 -> hopper_128x64x64 s1",
+             "skinny c mm bf16 fwd 1x16x4096x4096  gemv_mma_rowb_16x32x64 s1 -> hopper_m64_64x64x64 s4/pass",
+             "skinny a linear bf16 dW 1x4096x16x4096  hopper_128x128x64 s3/kernel -> hopper_128x128x64 s3/cluster",
+             "skinny a linear bf16 dX 1x16x4096x4096  hopper_128x128x64 s2 -> hopper_128x64x64 s1",
              "2 of 9 problems changed their pick", "  bf16 fwd: 2 row"]
     moved = picks_ab.parse_diff(lines)
     assert [(m.op, m.product, m.shape, m.old, m.new) for m in moved] == [
-        ("linear", "fwd", (1, 16, 4096, 4096), ("gemv_mma_16x32x64", 1), ("hopper_128x128x64", 2)),
-        ("mm", "fwd", (1, 16, 4096, 4096), ("gemv_mma_rowb_16x32x64", 1), ("hopper_m64_64x64x64", 4)),
-        ("linear", "dW", (1, 4096, 16, 4096), ("hopper_128x128x64", 1), ("hopper_128x64x64", 1))]
+        ("linear", "fwd", (1, 16, 4096, 4096), ("gemv_mma_16x32x64", 1, None), ("hopper_128x128x64", 2, "cluster")),
+        ("mm", "fwd", (1, 16, 4096, 4096), ("gemv_mma_rowb_16x32x64", 1, None), ("hopper_m64_64x64x64", 4, "pass")),
+        ("linear", "dW", (1, 4096, 16, 4096), ("hopper_128x128x64", 3, "kernel"), ("hopper_128x128x64", 3, "cluster")),
+        ("linear", "dX", (1, 16, 4096, 4096), ("hopper_128x128x64", 2, None), ("hopper_128x64x64", 1, None))]
+    with pytest.raises(ValueError, match="not a pick"):
+        picks_ab.parse_diff(["skinny a linear bf16 fwd 1x16x4096x4096  hopper_128x128x64 s2/atomics -> "
+                             "hopper_128x128x64 s1"])
     empty = tmp_path / "empty.txt"
     empty.write_text("0 of 9 problems changed their pick\n")
     assert picks_ab.main([str(empty)]) == 1 and "no moved problems" in capsys.readouterr().err
@@ -327,10 +337,11 @@ def test_picks_ab_copies_of_b_are_bounded():
 def test_picks_ab_times_both_picks_checked():
     """measure() forces each pick (row and split count), checks it against float64 and times it beside
     cuBLAS; the split override is put back."""
-    m = picks_ab.Moved("bf16", "fwd", "linear", (1, 16, 1024, 256), ("hopper_m64_64x64x64", 1),
-                       ("hopper_m64_64x64x64", 4))
+    m = picks_ab.Moved("bf16", "fwd", "linear", (1, 16, 1024, 256), ("hopper_m64_64x64x64", 1, None),
+                       ("hopper_m64_64x64x64", 4, "cluster"))
     r = picks_ab.measure(m, b_mb=4)
-    assert (r["old_kernel"], r["old_splits"], r["new_kernel"], r["new_splits"]) == (*m.old, *m.new)
+    assert (r["old_kernel"], r["old_splits"], r["old_way"], r["new_kernel"], r["new_splits"], r["new_way"]) == (
+        *m.old, *m.new)
     assert all(r[k] > 0 for k in ("old_us", "new_us", "cublas_us")) and max(r["old_rel_err"], r["new_rel_err"]) < 1e-2
     x = torch.empty(16, 1024, device="cuda", dtype=torch.bfloat16)
     w = torch.empty(256, 1024, device="cuda", dtype=torch.bfloat16)

@@ -13,10 +13,12 @@ row-major, dW = dY^T @ X with dY^T a transposed view); with --rows also every (K
 x @ W.t() products at those row counts (decode batches; a weight two suites share is listed under the
 first). One line a problem:
 
-    <suite> <name> <op> <dtype> <product> <B>x<M>x<K>x<N> <kernel> s<splits>
+    <suite> <name> <op> <dtype> <product> <B>x<M>x<K>x<N> <kernel> s<splits>[/<way>]
 
-M x K x N as the suites write them, the product's own (dW: N x M x K). --diff prints the problems
-whose pick differs and a count per dtype, product and kind of change (row, or split count only).
+M x K x N as the suites write them, the product's own (dW: N x M x K); a split pick names the way its
+slices are added (the reason's words): /cluster (in the kernel, across a cluster of blocks), /kernel (in
+the kernel, through global memory) or /pass (a second pass). --diff prints the problems whose pick
+differs and a count per dtype, product and kind of change (row, split count, or the way only).
 Needs a CUDA build of tilelab (the dispatcher is part of it), not a GPU.
 """
 from __future__ import annotations
@@ -91,10 +93,22 @@ def problems(suites: list[str], dtypes: list[str], training: bool, rows: list[in
                 yield Problem(suite, c.name, c.op, c.dtype, "dW", *product_operands(c.op, "dW", 1, c.N, c.M, c.K, make))
 
 
+def split_way(reason: str) -> str:
+    """How a split pick's slices are added, from its reason: 'cluster', 'kernel' or 'pass'."""
+    if "across a cluster of" in reason:
+        return "cluster"
+    if "added in the kernel" in reason:
+        return "kernel"
+    if "reduced by a second pass" in reason:
+        return "pass"
+    raise ValueError(f"a split pick whose reason does not say how its slices are added: {reason!r}")
+
+
 def pick(p: Problem, gpu: dict) -> str:
     common.set_precision(p.dtype)
     e = tilelab_torch.explain_described(p.a, p.b, **gpu)
-    return f"{e.kernel} s{e.details.get('split_k', 1)}"
+    splits = e.details.get("split_k", 1)
+    return f"{e.kernel} s{splits}" + (f"/{split_way(e.reason)}" if splits > 1 else "")
 
 
 def read(path: str) -> dict[str, str]:
@@ -117,7 +131,8 @@ def diff(old_path: str, new_path: str, out=None) -> int:
         if old[key] == new[key]:
             continue
         changed += 1
-        kind = "row" if old[key].split()[0] != new[key].split()[0] else "split count"
+        (ok, os_), (nk, ns) = old[key].split(), new[key].split()
+        kind = "row" if ok != nk else "split count" if os_.split("/")[0] != ns.split("/")[0] else "way"
         _, _, _, dtype, product, _ = key.split()
         counts[(dtype, product, kind)] += 1
         print(f"{key}  {old[key]} -> {new[key]}", file=out)

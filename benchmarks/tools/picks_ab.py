@@ -32,20 +32,25 @@ import tilelab_torch  # noqa: E402
 
 class Moved(NamedTuple):
     """One problem of a --diff listing: the product (dtype, fwd/dX/dW, the op whose layout a fwd product
-    has, B x M x K x N) and its two picks as (kernel, split count)."""
+    has, B x M x K x N) and its two picks as (kernel, split count, way: how the slices are added, None
+    where the listing does not say)."""
     dtype: str
     product: str
     op: str
     shape: tuple[int, int, int, int]
-    old: tuple[str, int]
-    new: tuple[str, int]
+    old: tuple[str, int, str | None]
+    new: tuple[str, int, str | None]
 
 
-def _pick(text: str) -> tuple[str, int]:
+WAYS = ("cluster", "kernel", "pass")
+
+
+def _pick(text: str) -> tuple[str, int, str | None]:
     kernel, splits = text.split()
-    if not splits.startswith("s"):
+    count, _, way = splits.partition("/")
+    if not count.startswith("s") or (way and way not in WAYS):
         raise ValueError(f"not a pick: {text!r}")
-    return kernel, int(splits[1:])
+    return kernel, int(count[1:]), way or None
 
 
 def parse_diff(lines) -> list[Moved]:
@@ -138,16 +143,18 @@ def measure(m: Moved, b_mb: int, max_copies: int = MAX_COPIES) -> dict:
     """The old pick, the new pick and cuBLAS on m, each verified against float64 first."""
     ops = cold_operands(m.dtype, m.op, m.product, m.shape, b_mb, max_copies)
     row = {"dtype": m.dtype, "product": m.product, "op": m.op, "shape": "x".join(map(str, m.shape))}
-    for side, (kernel, splits) in (("old", m.old), ("new", m.new)):
+    for side, (kernel, splits, way) in (("old", m.old), ("new", m.new)):
         torch.ops.tilelab._set_split_k(splits)
+        torch.ops.tilelab._set_split_reduce(way)  # None: by cost
         try:
             err = common.rel_err(ops.tiled(ops.a, ops.bs[0], variant=kernel), ops.ref)
             if common.status(err, m.dtype) != "OK":
                 raise RuntimeError(f"{kernel} s{splits} on {row['shape']} ({m.dtype} {m.product}): error {err:.3g}")
-            row.update({f"{side}_kernel": kernel, f"{side}_splits": splits, f"{side}_us": ops.tilelab_us(kernel),
-                        f"{side}_rel_err": err})
+            row.update({f"{side}_kernel": kernel, f"{side}_splits": splits, f"{side}_way": way,
+                        f"{side}_us": ops.tilelab_us(kernel), f"{side}_rel_err": err})
         finally:
             torch.ops.tilelab._set_split_k(0)
+            torch.ops.tilelab._set_split_reduce(None)
     row["cublas_us"] = ops.cublas_us()
     row["new_over_old"] = row["new_us"] / row["old_us"]
     return row
@@ -177,8 +184,9 @@ def main(argv=None) -> int:
         for m in moved:
             r = measure(m, args.b_mb, args.max_copies)
             rows.append(r)
-            print(f"{r['dtype']} {r['product']} {r['op']} {r['shape']}: old {r['old_kernel']} s{r['old_splits']} "
-                  f"{r['old_us']:.2f}  new {r['new_kernel']} s{r['new_splits']} {r['new_us']:.2f}  cuBLAS "
+            old_way, new_way = (f"/{r[k]}" if r[k] else "" for k in ("old_way", "new_way"))
+            print(f"{r['dtype']} {r['product']} {r['op']} {r['shape']}: old {r['old_kernel']} s{r['old_splits']}"
+                  f"{old_way} {r['old_us']:.2f}  new {r['new_kernel']} s{r['new_splits']}{new_way} {r['new_us']:.2f}  cuBLAS "
                   f"{r['cublas_us']:.2f} us  ({r['new_over_old']:.3f})", flush=True)
     sums = {"problems": len(rows), "old_us": sum(r["old_us"] for r in rows),
             "new_us": sum(r["new_us"] for r in rows), "faster": sum(r["new_over_old"] < 0.98 for r in rows),
