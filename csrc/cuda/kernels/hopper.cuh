@@ -250,32 +250,24 @@ __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
 __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
-// Waits until the phase with the given parity has completed.
+// One poll of an mbarrier's phase with the given parity; SEM: "" (the CTA's default) or ".acquire.cluster".
+#define TILELAB_MBAR_TRY_WAIT(SEM)                                                             \
+  asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity" SEM ".shared::cta.b64 p, [%1], %2;\n" \
+               "selp.u32 %0, 1, 0, p;\n}\n"                                                  \
+               : "=r"(done)                                                                  \
+               : "r"(bar), "r"(parity)                                                       \
+               : "memory")
+// Waits until the phase with the given parity has completed; kCluster: acquiring what other blocks of the cluster
+// released with their arrivals (mbar_arrive_remote).
+template <bool kCluster = false>
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   uint32_t done = 0;
   do {
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
+    if constexpr (kCluster) TILELAB_MBAR_TRY_WAIT(".acquire.cluster");
+    else TILELAB_MBAR_TRY_WAIT("");
   } while (!done);
 }
-// The same, acquiring what other blocks of the cluster released with their arrivals (mbar_arrive_remote).
-__device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
-}
+#undef TILELAB_MBAR_TRY_WAIT
 
 // ---- TMA: one box of a 3-D tensor map (contiguous dim, rows, batch) into shared memory
 __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1,
@@ -889,7 +881,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
           mbar_wait(done, 0);  // the owner has read them: this block's shared memory may go
           continue;
         }
-        mbar_wait_cluster(got, 0);
+        mbar_wait<true>(got, 0);
         // Slice order, 8 float4s at a time (their loads in flight together): s == rank is this block's own.
         constexpr int kChunk = 8;
 #pragma unroll
