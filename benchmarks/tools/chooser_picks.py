@@ -93,8 +93,11 @@ def problems(suites: list[str], dtypes: list[str], training: bool, rows: list[in
                 yield Problem(suite, c.name, c.op, c.dtype, "dW", *product_operands(c.op, "dW", 1, c.N, c.M, c.K, make))
 
 
+WAYS = ("cluster", "kernel", "pass")  # how a split pick's slices are added: _set_split_reduce's values
+
+
 def split_way(reason: str) -> str:
-    """How a split pick's slices are added, from its reason: 'cluster', 'kernel' or 'pass'."""
+    """How a split pick's slices are added, from its reason: one of WAYS."""
     if "across a cluster of" in reason:
         return "cluster"
     if "added in the kernel" in reason:

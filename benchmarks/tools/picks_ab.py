@@ -42,7 +42,7 @@ class Moved(NamedTuple):
     new: tuple[str, int, str | None]
 
 
-WAYS = ("cluster", "kernel", "pass")
+WAYS = chooser_picks.WAYS
 
 
 def _pick(text: str) -> tuple[str, int, str | None]:

@@ -94,7 +94,7 @@ bool reads_only_its_b(const KernelConfig& c, const GemmProblem& p) {
 // block), so their slices are set by that pace, not by the bandwidth, and with
 // the H100's figure they lost 10-30%. A split adds the reduction: a launch plus writing and
 // reading s fp32 slabs of the output at ~3 TB/s (where the hopper kernel adds
-// the slices itself, split_reduce_in_kernel, it costs less). Estimates, not
+// the slices itself, split_reduce_way, it costs less). Estimates, not
 // measurements: they only have to rank 1 against s slices where one wave leaves
 // SMs idle (and, for fp32, the blocked rows).
 constexpr double kBlockFixedNs = 2000, kSmBytesPerNs = 100, kHbmBytesPerNs = 4800;
@@ -312,10 +312,9 @@ int64_t gemv_split_blocks(const KernelConfig& c, const GemmProblem& p) {
 }
 
 // The split count for row c on p: the override, or the least estimated time
-// among the counts of at most kSplitRounds rounds of blocks; `why` gets the sentence, `in_kernel` how the
-// slices are added.
-int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, std::string& why, bool& in_kernel,
-                bool& in_cluster) {
+// among the counts of at most kSplitRounds rounds of blocks; `why` gets the sentence, `way` how the slices are
+// added.
+int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, std::string& why, SplitWay& way) {
   if (!family_splits_k(c.family) || p.dtype == c10::ScalarType::Double) return 1;
   const bool gemv = c.family == Family::GemvSplit;  // its own count (gemv_split_count), not est_ns's
   const int64_t kt = k_tiles(c, p);
@@ -336,13 +335,12 @@ int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d
   const int64_t per = (kt + best - 1) / best;
   best = (kt + per - 1) / per;
   if (best <= 1) return 1;
-  in_cluster = split_reduce_in_cluster(c, p, best, d.num_sms);
-  in_kernel = in_cluster || split_reduce_in_kernel(c, p, best, d.num_sms);
+  way = split_reduce_way(c, p, best, d.num_sms);
   std::ostringstream os;
   os << "; split-K: K in " << best << " slices of " << per * c.bk << ", "
-     << (in_cluster  ? "added in the kernel across a cluster of " + std::to_string(best) + " blocks"
-         : in_kernel ? std::string("added in the kernel")
-                     : std::string("reduced by a second pass"))
+     << (way == SplitWay::Cluster  ? "added in the kernel across a cluster of " + std::to_string(best) + " blocks"
+         : way == SplitWay::Kernel ? std::string("added in the kernel")
+                                   : std::string("reduced by a second pass"))
      << " in a fixed order (";
   if (forced > 0)
     os << "forced by _set_split_k";
@@ -366,8 +364,8 @@ int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d
 
 Choice with_splits(Choice ch, const GemmProblem& p, const DeviceInfo& d) {
   std::string why;
-  ch.reduce_in_kernel = ch.reduce_in_cluster = false;
-  ch.splits = plan_splits(*ch.cfg, p, d, why, ch.reduce_in_kernel, ch.reduce_in_cluster);
+  ch.reduce = SplitWay::Pass;
+  ch.splits = plan_splits(*ch.cfg, p, d, why, ch.reduce);
   ch.reason += why;
   return ch;
 }
@@ -396,7 +394,7 @@ std::optional<Choice> tuned_choice(const GemmProblem& p, const DeviceInfo& d) {
 // so a model's repeated products skip the rules, the split search and the reason's strings: a few us a call on
 // the sub-wave products of small batches (the rules ran on every call before). ChoiceKey holds everything
 // choose() reads: the device, the sizes and dtype, the operands' layouts and alignment, C's alignment, TF32
-// consent, and what split_reduce_in_kernel asks of the epilogue (bias and its broadcast, the activation). A rule
+// consent, and what split_reduce_way asks of the epilogue (bias and its broadcast, the activation). A rule
 // that reads more of the problem adds it here (test_dispatch.py compares cached picks with fresh ones). Not
 // used while a testing hook forces the split count or the reduction.
 struct ChoiceKey {
@@ -908,7 +906,7 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
       if (ch.cfg) return ch;
     }
     // Two slices of K make a wave of whole 192x192 tiles (at least 90% of the SMs, where the 128-row tilings
-    // leave a quarter idle), each slice at least 64 k-steps: the kernel adds the slices (split_reduce_in_kernel), a
+    // leave a quarter idle), each slice at least 64 k-steps: the kernel adds the slices (split_reduce_way), a
     // hand-over of ~3 us (the weight gradients of ViT-B/16's MLP, 3072 x 768 over 12608 tokens). Where two
     // slices leave SMs idle or K is short the rules below keep the product (H200, bf16, dY^T X, kernel
     // durations: 2304x12608x768 in 96 blocks 0.0768 ms against 0.0712 on 128x128 tiles; GPT-2's 3072x4096x768

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "launch.h"
+#include "split_reduce.h"
 
 namespace tilelab {
 
@@ -15,11 +16,9 @@ struct Choice {
   const KernelConfig* cfg = nullptr;
   std::string reason;
   int splits = 1;  // slices of K (split-K; 1: none)
-  // With splits > 1: whether the kernel adds the slices itself (split_reduce_in_kernel), decided once with the
-  // reason, else a second pass over fp32 slabs (split_k_gemm goes by it).
-  bool reduce_in_kernel = false;
-  // ... and, where it does, whether through a cluster of `splits` blocks (split_reduce_in_cluster).
-  bool reduce_in_cluster = false;
+  // With splits > 1: how the slices are added (split_reduce_way: in the kernel, through global memory or a cluster,
+  // or a second pass over fp32 slabs), decided once with the reason (split_k_gemm goes by it).
+  SplitWay reduce = SplitWay::Pass;
 };
 
 // Why row cannot run p on d (the table's columns, then the family's own

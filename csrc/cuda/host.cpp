@@ -107,7 +107,7 @@ void run_gemm(GemmCall& call, const Choice& choice) {
     p.a.data = a0 + z0 * p.a.s_batch * esize;
     p.b.data = b0 + z0 * p.b.s_batch * esize;
     p.c = c0 + z0 * p.sc_b * esize;
-    if (p.splits > 1) split_k_gemm(*choice.cfg, p, choice.reduce_in_kernel, choice.reduce_in_cluster);
+    if (p.splits > 1) split_k_gemm(*choice.cfg, p, choice.reduce);
     else launch(*choice.cfg, p);
   }
   if (act_after) torch_activation(call.out, call.problem.act, /*in_place=*/true);

@@ -81,6 +81,22 @@ dim3 persistent_grid(const GemmProblem& p, int bm, int bn) {
   return dim3(static_cast<unsigned>(std::max<int64_t>(1, std::min(count, sms))));
 }
 
+// A launch of `grid` blocks of `threads` threads with `smem` bytes of shared memory in clusters of `slices` blocks
+// along x (attr: the cluster's attribute, which cfg points to).
+void cluster_config(cudaLaunchConfig_t& cfg, cudaLaunchAttribute& attr, dim3 grid, int threads, int smem,
+                    cudaStream_t stream, int slices) {
+  cfg = cudaLaunchConfig_t{};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(static_cast<unsigned>(threads));
+  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
+  cfg.stream = stream;
+  attr = cudaLaunchAttribute{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = static_cast<unsigned>(slices), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+}
+
 // How many clusters of `slices` blocks of kKernel (with `smem` bytes of shared memory and `threads` threads a block)
 // the current device holds at once; once per device and cluster size.
 template <auto kKernel>
@@ -92,15 +108,9 @@ int active_clusters(int slices, int smem, int threads) {
     const int v = known[dev][slices].load(std::memory_order_acquire);
     if (v != 0) return v - 1;
   }
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(slices));
-  cfg.blockDim = dim3(static_cast<unsigned>(threads));
-  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = static_cast<unsigned>(slices), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
+  cudaLaunchConfig_t cfg;
+  cudaLaunchAttribute attr;
+  cluster_config(cfg, attr, dim3(static_cast<unsigned>(slices)), threads, smem, nullptr, slices);
   int n = 0;
   C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, kKernel, &cfg));
   if (cached) known[dev][slices].store(n + 1, std::memory_order_release);
@@ -155,10 +165,10 @@ void launch_one(const GemmProblem& p0, cudaStream_t stream) {
   const CUtensorMap map_aux_tail =
       kAux && kTailCols > 0 ? make_map(p.aux, p.dtype, p.N, p.M, p.batch, p.sc_m, p.sc_b, hopper::kStoreRows, kTailCols)
                             : map_c;  // unused
-  // Split-K without slabs (split_k_gemm sends it only where the chooser's split_reduce_in_kernel said so): the
-  // kernel adds the slices itself (hopper::SliceSums). Through a cluster of p.splits blocks (the kernel compiled
-  // with the cluster's code: hopper::cluster_kernel) where the chooser said so (p.split_cluster:
-  // split_reduce_in_cluster) and the device holds every cluster at once; else in a slot of BM x BN floats per slice
+  // Split-K without slabs (split_k_gemm sends it only where the chooser's split_reduce_way said so): the kernel
+  // adds the slices itself (hopper::SliceSums). Through a cluster of p.splits blocks (the kernel compiled with the
+  // cluster's code: hopper::cluster_kernel) where the chooser said so (p.split_cluster: split_reduce_way's
+  // Cluster) and the device holds every cluster at once; else in a slot of BM x BN floats per slice
   // past the first and tile, with a zeroed counter per tile (fp32_workspace: CUDA-graph capturable). Slice 0's
   // block (or a tile warp's owner) waits for the others' sums, so every slice must be a block of the one persistent
   // wave: never launched otherwise.
@@ -178,16 +188,9 @@ void launch_one(const GemmProblem& p0, cudaStream_t stream) {
       if (p.split_cluster && slices <= kMaxClusterSlices &&
           static_cast<int64_t>(active_clusters<kernel_c>(slices, smem, hopper::threads<BM>())) * slices >= count) {
         fix.cluster = slices;
-        cudaLaunchConfig_t cfg{};
-        cfg.gridDim = grid;  // count blocks: whole clusters
-        cfg.blockDim = dim3(hopper::threads<BM>());
-        cfg.dynamicSmemBytes = smem;
-        cfg.stream = stream;
-        cudaLaunchAttribute attr{};
-        attr.id = cudaLaunchAttributeClusterDimension;
-        attr.val.clusterDim.x = static_cast<unsigned>(slices), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
-        cfg.attrs = &attr;
-        cfg.numAttrs = 1;
+        cudaLaunchConfig_t cfg;
+        cudaLaunchAttribute attr;
+        cluster_config(cfg, attr, grid /* count blocks: whole clusters */, hopper::threads<BM>(), smem, stream, slices);
         C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel_c, map_a, map_b, map_b /* map_b2: gated tiles only */, map_c,
                                           map_c_tail, map_aux, map_aux_tail, device_args<T>(p), a_batch ? 1 : 0,
                                           b_batch ? 1 : 0, fix));

@@ -125,7 +125,7 @@ void launch_reduce(const GemmProblem& p, const float* slabs, int splits, cudaStr
 constexpr double kSecondPassNs = 2000, kSecondPassBytesPerNs = 6000, kHandOverZeroNs = 800,
                  kHandOverSliceNs = 3000, kHandOverBytesPerNs = 100;
 
-// Where a cluster adds the slices (split_reduce_in_cluster): the 64-row tiles of the hopper_m64 rows, which the
+// Where a cluster adds the slices (split_reduce_way's Cluster): the 64-row tiles of the hopper_m64 rows, which the
 // chooser splits where one wave of them leaves SMs idle (decode batches, 128-token products), in 2 to 5 slices in
 // one wave, in place of the second pass or the way through global memory. Each 16-row warp's owner block reads the
 // other blocks' copies of its sums through the cluster, a chain of loads a slice: with a 64x64 tile's 16 KB of sums
@@ -187,31 +187,27 @@ bool global_cheaper(const KernelConfig& row, const GemmProblem& p, int64_t split
   return in_kernel < second_pass;
 }
 
-// The rows whose kernels carry the cluster hand-over (hopper.cuh's cluster_kernel: half precision, 64-row tiles)
-// on a product whose C takes the TMA store without an activation.
+// The rows whose kernels carry the cluster hand-over (hopper.cuh's cluster_kernel: half precision, 64-row tiles,
+// the TMA store without an activation; kernel_can_add asks for the TMA store).
 bool cluster_row(const KernelConfig& row, const GemmProblem& p) {
-  return row.family == Family::Hopper && !row.tf32 && row.bm == 64 && p.act == Activation::None &&
-         hopper_tma_store(p);
+  return row.family == Family::Hopper && !row.tf32 && row.bm == 64 && p.act == Activation::None;
 }
 }  // namespace
 
-bool split_reduce_in_cluster(const KernelConfig& row, const GemmProblem& p, int64_t splits, int64_t sms) {
-  const int forced = g_reduce_override.load(std::memory_order_relaxed);
-  return splits > 1 && splits <= (forced == 3 ? kMaxClusterSlices : kClusterSlicesPaid) &&
-         (forced == 0 || forced == 3) && cluster_row(row, p) && kernel_can_add(row, p, splits, sms);
+SplitWay split_reduce_way(const KernelConfig& row, const GemmProblem& p, int64_t splits, int64_t sms) {
+  const int forced = g_reduce_override.load(std::memory_order_relaxed);  // 0 by cost, 1 kernel, 2 pass, 3 cluster
+  if (forced == 2 || !kernel_can_add(row, p, splits, sms)) return SplitWay::Pass;
+  if ((forced == 0 || forced == 3) && splits <= (forced == 3 ? kMaxClusterSlices : kClusterSlicesPaid) &&
+      cluster_row(row, p))
+    return SplitWay::Cluster;
+  return forced == 1 || (forced == 0 && global_cheaper(row, p, splits)) ? SplitWay::Kernel : SplitWay::Pass;
 }
 
-bool split_reduce_in_kernel(const KernelConfig& row, const GemmProblem& p, int64_t splits, int64_t sms) {
-  if (split_reduce_in_cluster(row, p, splits, sms)) return true;
-  const int forced = g_reduce_override.load();
-  return kernel_can_add(row, p, splits, sms) && (forced == 0 ? global_cheaper(row, p, splits) : forced == 1);
-}
-
-void split_k_gemm(const KernelConfig& row, const GemmProblem& p, bool in_kernel, bool in_cluster) {
+void split_k_gemm(const KernelConfig& row, const GemmProblem& p, SplitWay way) {
   TORCH_CHECK(p.splits > 1 && p.dtype != at::kDouble, "tilelab: split-K needs splits > 1 and a float/half dtype");
-  if (in_kernel) {
+  if (way != SplitWay::Pass) {
     GemmProblem q = p;
-    q.split_cluster = in_cluster;
+    q.split_cluster = way == SplitWay::Cluster;
     launch(row, q);  // the kernel adds the slices, then applies bias and activation once
     return;
   }

@@ -11,26 +11,23 @@
 
 namespace tilelab {
 
-// Whether p's slices of K on row are added in the kernel rather than by a
-// second pass over fp32 slabs of the whole output: for the hopper rows where
-// every slice is a block of one wave (slices x tiles <= SMs) and C takes the
-// TMA store (hopper_fuses_activation), the block of slice 0 reads the others'
-// sums of its tile (hopper::SliceSums), wherever that is cheaper by the two
-// ways' measured costs. The chooser decides it once, with its reason (Choice::reduce_in_kernel), and
-// split_k_gemm goes by that. (The chooser's split counts,
-// est_ns, rank slice counts by their own, older estimate of the second pass,
-// the one their rules were measured with.)
-bool split_reduce_in_kernel(const KernelConfig& row, const GemmProblem& p, int64_t splits, int64_t sms);
+// How p's slices of K on row are added:
+//   Pass: a second pass over fp32 slabs of the whole output (split_reduce.cu);
+//   Kernel: in the hopper kernel through global memory: where every slice is a block of one wave (slices x tiles
+//     <= SMs) and C takes the TMA store (hopper_fuses_activation), the block of slice 0 reads the others' sums of
+//     its tile (hopper::SliceSums), wherever that is cheaper than the second pass by the two ways' measured costs;
+//   Cluster: in the kernel through a cluster of `splits` blocks (distributed shared memory, hopper::SliceSums::
+//     cluster): the hopper_m64 rows (64-row tiles) where the kernel can add the slices at all, in 2 to 5 slices,
+//     and C takes the TMA store without an activation; measured in split_reduce.cu. (The launcher falls back to
+//     global memory where the device cannot hold every cluster at once.)
+// The testing hook (set_split_reduce_override) aside. The chooser decides it once, with its reason
+// (Choice::reduce), and split_k_gemm goes by that. (The chooser's split counts, est_ns, rank slice counts by their
+// own, older estimate of the second pass, second_pass_est_ns, the one their rules were measured with.)
+enum class SplitWay { Pass, Kernel, Cluster };
+SplitWay split_reduce_way(const KernelConfig& row, const GemmProblem& p, int64_t splits, int64_t sms);
 
 // The most slices a cluster adds (hopper::SliceSums::cluster): the portable cluster size.
 constexpr int kMaxClusterSlices = 8;
-// Whether p's slices on row are added in the kernel through a cluster of `splits` blocks (distributed shared
-// memory, hopper::SliceSums::cluster): the hopper_m64 rows (64-row tiles) where the kernel can add them at all
-// (above), in 2 to 5 slices, and C takes the TMA store without an activation ("cluster", the testing hook: up to
-// kMaxClusterSlices).
-// Measured in split_reduce.cu. (The launcher falls back to global memory where the device cannot hold every
-// cluster at once.)
-bool split_reduce_in_cluster(const KernelConfig& row, const GemmProblem& p, int64_t splits, int64_t sms);
 // The chooser's estimate of a second pass (est_ns ranks split counts with it, whichever way then adds them):
 // a launch plus writing and reading s fp32 slabs of the output.
 double second_pass_est_ns(const GemmProblem& p, int64_t splits);
@@ -48,9 +45,8 @@ void set_split_reduce_override(const std::string& how);
 bool split_reduce_forced();
 
 // Runs row's kernel on p.splits slices of K and adds them in order with p's
-// bias and activation into p.c: in the kernel where in_kernel (the chooser's
-// split_reduce_in_kernel; through a cluster where in_cluster: split_reduce_in_cluster), else into a fp32
-// workspace, then a second pass.
-void split_k_gemm(const KernelConfig& row, const GemmProblem& p, bool in_kernel, bool in_cluster);
+// bias and activation into p.c, the way the chooser decided (split_reduce_way):
+// in the kernel, or into a fp32 workspace, then a second pass.
+void split_k_gemm(const KernelConfig& row, const GemmProblem& p, SplitWay way);
 
 }  // namespace tilelab

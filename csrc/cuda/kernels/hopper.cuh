@@ -170,7 +170,7 @@ constexpr int smem_bytes() {
   return smem_bytes_of(BM, BN, kBK, kStages, store_bufs<BM, BN, kStages>());
 }
 
-// Split-K reduced in the kernel (split_reduce_in_kernel in split_reduce.cu: where every slice is a block of one
+// Split-K reduced in the kernel (split_reduce_way's Kernel, split_reduce.cu: where every slice is a block of one
 // wave, C takes the TMA store and the hand-over costs less than a second pass): the blocks of slices 1.. store
 // their raw fp32 sums in `sums` (a slot of BM x BN floats per slice past the first, batch and tile, in the
 // accumulators' own thread order: each float4 written by the thread that reads it back) and add their
