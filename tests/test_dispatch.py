@@ -242,16 +242,20 @@ def test_192x192_in_two_slices_for_long_k_weight_gradients(M, K, N):
 def test_split_reduce_hook(high):
     """_set_split_reduce forces where the slices are added (the reason says which), and rejects other
     values; None goes back to the cost: the kernel's way through global memory for the MLP weight
-    gradient's 2 slices of 192x192, a cluster's for a decode product's 2 slices of 64x64 (the hopper_m64
-    rows carry it), the second pass for 2 slices of 64x128 TF32 tiles. "cluster" takes the second pass
-    where a cluster cannot add the slices: a row without the cluster's code, more slices than
-    kMaxClusterSlices (8)."""
+    gradient's 2 slices of 192x192 and a decode product's 2 slices of 64x64, a cluster's for 5 slices of
+    64x64 (the hopper_m64 rows carry it; through global memory they cost more than the second pass), the
+    second pass for 2 slices of 64x128 TF32 tiles holding 16 rows (tiles less than half full). "cluster"
+    takes the second pass where a cluster cannot add the slices: a row without the cluster's code, more
+    slices than kMaxClusterSlices (8)."""
     dw = weight_grad(3072, 12608, 768)
     decode = linear(64, 14336, 4096)
     assert "added in the kernel in a fixed order" in explain_described(*dw, **H200).reason
     e = explain_described(*decode, **H200)
     assert e.kernel == "hopper_m64_64x64x64" and e.details["split_k"] == 2, e
-    assert "added in the kernel across a cluster of 2 blocks" in e.reason, e
+    assert "added in the kernel in a fixed order" in e.reason, e
+    e = explain_described(*linear(128, 3072, 768), **H200)
+    assert e.kernel == "hopper_m64_64x64x64" and e.details["split_k"] == 5, e
+    assert "added in the kernel across a cluster of 5 blocks" in e.reason, e
     for how, says_dw, says_decode in (("pass", "reduced by a second pass", "reduced by a second pass"),
                                       ("kernel", "added in the kernel in a fixed order",
                                        "added in the kernel in a fixed order"),
@@ -273,9 +277,10 @@ def test_split_reduce_hook(high):
     finally:
         torch.ops.tilelab._set_split_reduce(None)
         torch.ops.tilelab._set_split_k(None)
-    e = explain_described(*linear(16, 4096, 4096, torch.float32), **H100)  # TF32: the `high` fixture
-    assert e.kernel == "hopper_tf32_m64_64x128x32" and e.details["split_k"] == 2, e
-    assert "reduced by a second pass" in e.reason, e
+    for rows, says in ((16, "reduced by a second pass"), (128, "added in the kernel in a fixed order")):
+        e = explain_described(*linear(rows, 4096, 4096, torch.float32), **H100)  # TF32: the `high` fixture
+        assert e.kernel == "hopper_tf32_m64_64x128x32" and e.details["split_k"] == 2, (rows, e)
+        assert says in e.reason, (rows, e)
     with pytest.raises(RuntimeError, match="must be 'cluster', 'kernel', 'pass' or None"):
         torch.ops.tilelab._set_split_reduce("atomics")
 

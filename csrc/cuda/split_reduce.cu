@@ -117,17 +117,22 @@ void launch_reduce(const GemmProblem& p, const float* slabs, int splits, cudaStr
 // whole output and the pass reading them: ~2 us + 8 s M N bytes at ~6 TB/s (H200, bf16, dY^T X 768x12608x768
 // in 3 slices of 128x128 tiles: the pass 4.3 us of 31.2). The kernel's way costs a memset of the tiles'
 // counters (~0.8 us) and, per slice past the first, a chain of latencies (the slice's stores, its fence, the
-// count, slice 0's poll and loads: ~3 us) plus slice 0's block reading the tile at ~100 B/ns. Measured, in
-// the kernel / by the second pass: H200, kernel durations, 2304x12608x768 in 2 slices of 128x256 69.1 /
-// 75.1 us, 768x12608x768 in 7 slices of 128x256 35.4 / 31.3, in 3 of 128x128 30.3 / 31.2 (a win that the
-// ~3 us leaves to the second pass); H100, per call under CUDA graphs, TF32 x @ W.t() 16x4096x4096 in 2 slices
-// of 64x128 32.3 / 29.6, 16x14336x4096 86.9 / 85.3.
+// count, slice 0's poll: ~1 us) plus slice 0's block reading the tile at ~100 B/ns. The latency was first put at
+// ~3 us, which kept every 64- and 128-row tile on the second pass or the cluster; each way forced on every split
+// pick of the suites and the models (H200, bf16/fp16/TF32, kernel durations over a CUDA graph, W cold) put it
+// nearer 1 us: with it the kernel's way took 30 products, all faster (1304.0 -> 1242.7 us in all), e.g. (us, in
+// the kernel / before) dY^T X 768x4096x768 in 3 slices of 128x128 15.62 / 17.23 (second pass), 768x12608x768
+// 30.44 / 33.30, dY @ W 32x14336x4096 in 2 of 64x64 32.87 / 35.63 (cluster), TF32 x @ W.t() 128x4096x4096 in 2
+// of 64x128 24.61 / 27.15 (second pass). At 0.4 us it also took products where it measured slower: 128x64 tiles
+// in 4 slices (x @ W.t() 128x5632x2048 13.47 / 12.79) and 128x128 in 3 over a long K (dY @ W 128x32000x4096
+// 79.97 / 76.95). Earlier, H200 2304x12608x768 in 2 slices of 128x256 69.1 / 75.1 us, 768x12608x768 in 7 slices of
+// 128x256 35.4 / 31.3.
 constexpr double kSecondPassNs = 2000, kSecondPassBytesPerNs = 6000, kHandOverZeroNs = 800,
-                 kHandOverSliceNs = 3000, kHandOverBytesPerNs = 100;
+                 kHandOverSliceNs = 1000, kHandOverBytesPerNs = 100;
 
 // Where a cluster adds the slices (split_reduce_way's Cluster): the 64-row tiles of the hopper_m64 rows, which the
 // chooser splits where one wave of them leaves SMs idle (decode batches, 128-token products), in 2 to 5 slices in
-// one wave, in place of the second pass or the way through global memory. Each 16-row warp's owner block reads the
+// one wave, in place of the second pass where the way through global memory is not cheaper (split_reduce_way). Each 16-row warp's owner block reads the
 // other blocks' copies of its sums through the cluster, a chain of loads a slice: with a 64x64 tile's 16 KB of sums
 // that costs less than a second kernel's launch and slabs up to 5 slices, more from 6. H200, bf16, kernel durations
 // over a CUDA graph, W cold, us, second pass -> cluster (cuBLAS), the split counts the chooser picks: x @ W.t()
@@ -179,8 +184,14 @@ bool kernel_can_add(const KernelConfig& row, const GemmProblem& p, int64_t split
          hopper_fuses_activation(p);
 }
 
-// The kernel's way through global memory by the measured costs above (the hook aside).
+// The kernel's way through global memory by the measured costs above (the hook aside), for tiles at least half
+// full of rows: the hand-over moves whole tiles, the second pass only the output's rows, and with fewer rows the
+// second pass measured ahead (H200, TF32 x @ W.t() in 2 slices of 64x128, kernel durations, W cold, us, in the
+// kernel / by the second pass: 2 rows x 4096x4096 22.43 / 21.89, 16 rows 22.94 / 22.74, 16 rows x 4096x6144
+// 31.62 / 31.19; H100, per call under CUDA graphs, 16 rows x 4096x4096 32.3 / 29.6; from 32 rows the kernel's:
+// 32x4096x6144 31.02 / 32.25, 128x4096x4096 24.61 / 27.15).
 bool global_cheaper(const KernelConfig& row, const GemmProblem& p, int64_t splits) {
+  if (2 * p.M < row.bm) return false;
   const double second_pass = kSecondPassNs + 2.0 * splits * p.batch * p.M * p.N * 4 / kSecondPassBytesPerNs;
   const double in_kernel =
       kHandOverZeroNs + (splits - 1.0) * (kHandOverSliceNs + 4.0 * row.bm * row.bn / kHandOverBytesPerNs);
@@ -194,13 +205,18 @@ bool cluster_row(const KernelConfig& row, const GemmProblem& p) {
 }
 }  // namespace
 
+// Global memory first, the cluster for what it leaves: in 2 slices of 64x64 the way through global memory was ahead
+// of the cluster on all 10 such products (H200, bf16, kernel durations over a CUDA graph, W cold, us, global memory
+// / cluster / second pass): dY @ W 32x14336x4096 33.72 / 36.14 / 35.80, 32x28672x4096 60.48 / 66.80 / 63.54, x @
+// W.t() 64x14336x4096 33.89 / 34.91 / 36.90, 128x2048x2048 7.98 / 8.74 / 9.71; in 4 and 5 slices the two were
+// within 1% (128x3072x768 in 5 7.82 / 7.81 / 8.08, 128x4096x1024 in 4 8.53 / 8.51 / 9.66).
 SplitWay split_reduce_way(const KernelConfig& row, const GemmProblem& p, int64_t splits, int64_t sms) {
   const int forced = g_reduce_override.load(std::memory_order_relaxed);  // 0 by cost, 1 kernel, 2 pass, 3 cluster
   if (forced == 2 || !kernel_can_add(row, p, splits, sms)) return SplitWay::Pass;
-  if ((forced == 0 || forced == 3) && splits <= (forced == 3 ? kMaxClusterSlices : kClusterSlicesPaid) &&
-      cluster_row(row, p))
-    return SplitWay::Cluster;
-  return forced == 1 || (forced == 0 && global_cheaper(row, p, splits)) ? SplitWay::Kernel : SplitWay::Pass;
+  if (forced == 3 && splits <= kMaxClusterSlices && cluster_row(row, p)) return SplitWay::Cluster;
+  if (forced == 1 || (forced == 0 && global_cheaper(row, p, splits))) return SplitWay::Kernel;
+  if (forced == 0 && splits <= kClusterSlicesPaid && cluster_row(row, p)) return SplitWay::Cluster;
+  return SplitWay::Pass;
 }
 
 void split_k_gemm(const KernelConfig& row, const GemmProblem& p, SplitWay way) {

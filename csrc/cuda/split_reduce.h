@@ -15,11 +15,13 @@ namespace tilelab {
 //   Pass: a second pass over fp32 slabs of the whole output (split_reduce.cu);
 //   Kernel: in the hopper kernel through global memory: where every slice is a block of one wave (slices x tiles
 //     <= SMs) and C takes the TMA store (hopper_fuses_activation), the block of slice 0 reads the others' sums of
-//     its tile (hopper::SliceSums), wherever that is cheaper than the second pass by the two ways' measured costs;
+//     its tile (hopper::SliceSums), wherever that is cheaper than the second pass by the two ways' measured costs
+//     and the tiles are at least half full of rows;
 //   Cluster: in the kernel through a cluster of `splits` blocks (distributed shared memory, hopper::SliceSums::
-//     cluster): the hopper_m64 rows (64-row tiles) where the kernel can add the slices at all, in 2 to 5 slices,
-//     and C takes the TMA store without an activation; measured in split_reduce.cu. (The launcher falls back to
-//     global memory where the device cannot hold every cluster at once.)
+//     cluster): the hopper_m64 rows (64-row tiles) where the kernel can add the slices but global memory is not
+//     the cheaper way (mostly 3 to 5 slices), in 2 to 5 slices, and C takes the TMA store without an activation;
+//     measured in split_reduce.cu. (The launcher falls back to global memory where the device cannot hold every
+//     cluster at once.)
 // The testing hook (set_split_reduce_override) aside. The chooser decides it once, with its reason
 // (Choice::reduce), and split_k_gemm goes by that. (The chooser's split counts, est_ns, rank slice counts by their
 // own, older estimate of the second pass, second_pass_est_ns, the one their rules were measured with.)
