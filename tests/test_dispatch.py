@@ -773,6 +773,19 @@ def test_fp32_blocks_an_sm_holds(operands, M, K, N, row, splits):
     assert (e.kernel, e.details["split_k"]) == (row, splits), e
 
 
+@pytest.mark.parametrize("operands,M,K,N,row,splits", [
+    # two tiles high: a lone block streams its weight panel (kLoneStreamShare), two an SM go faster
+    (linear, 128, 2048, 2048, "blocked_64x128x8", 8),  # H200, W cold: 34.94 us against 38.80 in 4 slices
+    (mm, 128, 2048, 2048, "blocked_64x128x8", 8),  # dY @ W: 31.94 against 34.57
+    (linear, 128, 768, 3072, "blocked_64x128x8", 5),  # 23.69 against 28.44 on 64x64 unsplit
+    (mm, 1024, 1024, 1024, "blocked_64x128x8", 1)])  # 16 tiles high: panels from L2, one block an SM
+def test_fp32_lone_blocks_streaming_weights(operands, M, K, N, row, splits):
+    """A lone blocked_64x128x8 block (no more blocks than SMs) runs slower where the output is at most two tiles
+    high, so est_ns ranks two blocks an SM (twice the slices) ahead there and not on taller outputs."""
+    e = explain_described(*operands(M, K, N, torch.float32), **H200)
+    assert (e.kernel, e.details["split_k"]) == (row, splits), e
+
+
 @pytest.mark.parametrize("operands", [mm, linear], ids=["mm", "linear"])
 def test_fp32_128x256_stores_unaligned_rows_slowly(operands):
     """blocked_wide_128x256x8 runs one block an SM, with nothing to run under its epilogue, whose stores into

@@ -165,6 +165,17 @@ struct RowPace {
 // 64x14336x4096 204.3 (s4) / 186.2 (s8), 128x14336x4096 398.0 (s2) / 355.2 (s4), 128x4096x4096 120.6 (s2) /
 // 116.3 (s4): ~300 flop/ns a lone block against 317-340 a pair, fixed costs and the reduction taken out.
 constexpr double kLoneBlockShare = 0.88;
+// Where the output is at most two tiles high (decode batches, 128-token products) every block streams its own
+// weight panel, read by no more than one other block, from DRAM, and a lone block waits on it longer: against the
+// 380 flop/ns est_ns gives blocked_64x128x8's pairs, its lone blocks measured 0.71 of it in x @ W.t() and 0.82 in
+// dY @ W (H200, fp32, kernel durations over a CUDA graph, W cold, us, 1 block an SM / 2: x @ W.t() 128x2048x2048
+// 38.6 in 4 slices / 34.7 in 8, 128x5632x2048 87.4 / 77.1; dY @ W 128x2048x2048 34.5 / 31.7), and at 0.88 the
+// estimate kept such products on one block an SM. At 0.75 the chooser moves 34 fp32 products of the suites and
+// models (most to twice the slices), 913.0 -> 832.9 us in all, 32 faster by more than 2%, none slower: x @ W.t()
+// 128x2048x2048 38.80 -> 34.94 (cuBLAS 34.59), 128x768x3072 28.44 on 64x64 unsplit -> 23.69 on 64x128 in 5
+// slices (20.99), 128x1024x4096 40.84 -> 35.73 (33.43). On taller outputs (panels shared by more row tiles, read
+// from L2) it was wrong: 1000^3 unsplit 56.68 against 61.21 in 2 slices, 1023^3 65.73 against 70.91.
+constexpr double kLoneStreamShare = 0.75;
 constexpr RowPace kRowPaces[] = {
     {row_index("blocked_wide_128x256x8"), kBlockedFlopPerNs * 125 / 100, 0, 1, 0, 1, 10000, 1, 10000},
     {row_index("blocked_64x128x8"), kBlockedFlopPerNs * 120 / 100, 0, 1, 0, 3, 0, kLoneBlockShare},
@@ -231,7 +242,11 @@ double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, 
   const double pace = measured == nullptr || measured->bytes_per_ns == 0 ? kSmBytesPerNs
                       : together == 1                                    ? measured->bytes_per_ns
                                                                          : measured->together_bytes_per_ns;
-  const double lone_share = measured != nullptr && per_sm == 1 ? measured->lone_share : 1.0;
+  // A row slowed alone (lone_share < 1) is slowed more where each weight panel is read by at most two blocks.
+  const bool streams = (p.M + c.bm - 1) / c.bm <= 2;
+  const double lone_share = measured == nullptr || per_sm > 1 ? 1.0
+                            : streams && measured->lone_share < 1 ? kLoneStreamShare
+                                                                  : measured->lone_share;
   const double mma_rate = mma_flop_per_ns(c, p.dtype) * lone_share;
   const double fixed_ns = measured == nullptr || measured->fixed_ns == 0 ? kBlockFixedNs : measured->fixed_ns;
   const double store_ns =
