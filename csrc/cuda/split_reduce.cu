@@ -132,9 +132,10 @@ constexpr double kSecondPassNs = 2000, kSecondPassBytesPerNs = 6000, kHandOverZe
 
 // Where a cluster adds the slices (split_reduce_way's Cluster): the 64-row tiles of the hopper_m64 rows, which the
 // chooser splits where one wave of them leaves SMs idle (decode batches, 128-token products), in 2 to 5 slices in
-// one wave, in place of the second pass where the way through global memory is not cheaper (split_reduce_way). Each 16-row warp's owner block reads the
-// other blocks' copies of its sums through the cluster, a chain of loads a slice: with a 64x64 tile's 16 KB of sums
-// that costs less than a second kernel's launch and slabs up to 5 slices, more from 6. H200, bf16, kernel durations
+// one wave, in place of the second pass where the way through global memory is not cheaper (split_reduce_way).
+// Each 16-row warp's owner block reads the other blocks' copies of its sums through the cluster, a chain of loads a
+// slice: with a 64x64 tile's 16 KB of sums that costs less than a second kernel's launch and slabs up to 5 slices,
+// more from 6. H200, bf16, kernel durations
 // over a CUDA graph, W cold, us, second pass -> cluster (cuBLAS), the split counts the chooser picks: x @ W.t()
 // 128x3072x768 in 5 slices 8.12 -> 7.71 (7.08), 128x4096x1024 in 4 9.46 -> 8.57 (7.56), 64x14336x4096 in 2 36.94
 // -> 34.60 (35.43); dY @ W 128x4096x1024 in 4 9.61 -> 8.49 (7.47), 64x6144x4096 in 2 20.46 -> 19.11 (15.46),
@@ -209,7 +210,8 @@ bool cluster_row(const KernelConfig& row, const GemmProblem& p) {
 // of the cluster on all 10 such products (H200, bf16, kernel durations over a CUDA graph, W cold, us, global memory
 // / cluster / second pass): dY @ W 32x14336x4096 33.72 / 36.14 / 35.80, 32x28672x4096 60.48 / 66.80 / 63.54, x @
 // W.t() 64x14336x4096 33.89 / 34.91 / 36.90, 128x2048x2048 7.98 / 8.74 / 9.71; in 4 and 5 slices the two were
-// within 1% (128x3072x768 in 5 7.82 / 7.81 / 8.08, 128x4096x1024 in 4 8.53 / 8.51 / 9.66).
+// within 1% (128x3072x768 in 5 7.82 / 7.81 / 8.08, 128x4096x1024 in 4 8.53 / 8.51 / 9.66) but for 128x2304x768 in
+// 4 (7.21 / 7.54 / 7.81), which the cost above still leaves to the cluster.
 SplitWay split_reduce_way(const KernelConfig& row, const GemmProblem& p, int64_t splits, int64_t sms) {
   const int forced = g_reduce_override.load(std::memory_order_relaxed);  // 0 by cost, 1 kernel, 2 pass, 3 cluster
   if (forced == 2 || !kernel_can_add(row, p, splits, sms)) return SplitWay::Pass;
