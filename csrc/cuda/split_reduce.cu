@@ -129,6 +129,13 @@ void launch_reduce(const GemmProblem& p, const float* slabs, int splits, cudaStr
 // 128x256 35.4 / 31.3.
 constexpr double kSecondPassNs = 2000, kSecondPassBytesPerNs = 6000, kHandOverZeroNs = 800,
                  kHandOverSliceNs = 1000, kHandOverBytesPerNs = 100;
+// A 64x64 half tile's 16 KB of sums hand over faster: forced through global memory, its slices cost ~0.3 us each
+// (H200, bf16, us, in the kernel / through the cluster / by the second pass: x @ W.t() 128x2304x768 in 4 slices
+// 7.22 / 7.56 / 7.73, 128x4096x1024 in 4 8.55 / 8.56 / 9.46, 128x3072x768 in 5 7.82 / 7.81 / 8.08; in 6 the
+// second pass about level, dY @ W 64x2304x768 7.19 / - / 7.10), where ~1 us kept them on the cluster. With it
+// the 4-slice products leave the cluster (picks_ab, 7 products: 57.3 -> 56.3 us, 3 faster by more than 2%, none
+// slower; dY @ W 128x2304x768 7.53 -> 7.20, cuBLAS 5.80).
+constexpr double kSmallTileBytes = 16384, kHandOverSmallSliceNs = 300;
 
 // Where a cluster adds the slices (split_reduce_way's Cluster): the 64-row tiles of the hopper_m64 rows, which the
 // chooser splits where one wave of them leaves SMs idle (decode batches, 128-token products), in 2 to 5 slices in
@@ -194,8 +201,9 @@ bool kernel_can_add(const KernelConfig& row, const GemmProblem& p, int64_t split
 bool global_cheaper(const KernelConfig& row, const GemmProblem& p, int64_t splits) {
   if (2 * p.M < row.bm) return false;
   const double second_pass = kSecondPassNs + 2.0 * splits * p.batch * p.M * p.N * 4 / kSecondPassBytesPerNs;
-  const double in_kernel =
-      kHandOverZeroNs + (splits - 1.0) * (kHandOverSliceNs + 4.0 * row.bm * row.bn / kHandOverBytesPerNs);
+  const double tile_bytes = 4.0 * row.bm * row.bn;
+  const double slice_ns = tile_bytes <= kSmallTileBytes ? kHandOverSmallSliceNs : kHandOverSliceNs;
+  const double in_kernel = kHandOverZeroNs + (splits - 1.0) * (slice_ns + tile_bytes / kHandOverBytesPerNs);
   return in_kernel < second_pass;
 }
 
@@ -211,7 +219,7 @@ bool cluster_row(const KernelConfig& row, const GemmProblem& p) {
 // / cluster / second pass): dY @ W 32x14336x4096 33.72 / 36.14 / 35.80, 32x28672x4096 60.48 / 66.80 / 63.54, x @
 // W.t() 64x14336x4096 33.89 / 34.91 / 36.90, 128x2048x2048 7.98 / 8.74 / 9.71; in 4 and 5 slices the two were
 // within 1% (128x3072x768 in 5 7.82 / 7.81 / 8.08, 128x4096x1024 in 4 8.53 / 8.51 / 9.66) but for 128x2304x768 in
-// 4 (7.21 / 7.54 / 7.81), which the cost above still leaves to the cluster.
+// 4 (7.21 / 7.54 / 7.81).
 SplitWay split_reduce_way(const KernelConfig& row, const GemmProblem& p, int64_t splits, int64_t sms) {
   const int forced = g_reduce_override.load(std::memory_order_relaxed);  // 0 by cost, 1 kernel, 2 pass, 3 cluster
   if (forced == 2 || !kernel_can_add(row, p, splits, sms)) return SplitWay::Pass;

@@ -19,7 +19,7 @@ namespace tilelab {
 //     and the tiles are at least half full of rows;
 //   Cluster: in the kernel through a cluster of `splits` blocks (distributed shared memory, hopper::SliceSums::
 //     cluster): the hopper_m64 rows (64-row tiles) where the kernel can add the slices but global memory is not
-//     the cheaper way (mostly 3 to 5 slices), in 2 to 5 slices, and C takes the TMA store without an activation;
+//     the cheaper way (5 slices of 64x64, mostly), in 2 to 5 slices, and C takes the TMA store without an activation;
 //     measured in split_reduce.cu. (The launcher falls back to global memory where the device cannot hold every
 //     cluster at once.)
 // The testing hook (set_split_reduce_override) aside. The chooser decides it once, with its reason
