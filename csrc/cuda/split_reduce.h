@@ -41,7 +41,7 @@ at::Tensor fp32_workspace(int64_t floats);
 // Testing hook (torch.ops.tilelab._set_split_reduce): "cluster" adds the slices in
 // the kernel through a cluster wherever it can (else by a second pass), "kernel" in
 // the kernel through global memory wherever it can, "pass" always in the second
-// pass, "" goes by cost (the cluster wherever it can).
+// pass, "" goes by cost (split_reduce_way).
 void set_split_reduce_override(const std::string& how);
 // Whether that hook forces either way (the chooser's cache stands aside then).
 bool split_reduce_forced();
