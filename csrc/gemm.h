@@ -55,9 +55,6 @@ struct GemmProblem {
   // the activation. 1: no split, C is written directly.
   int splits = 1;
   float* partial = nullptr;
-  // Slices a hopper kernel adds itself through a cluster of `splits` blocks (split_k_gemm sets it where the
-  // chooser said so: split_reduce_way's Cluster); false: through global memory.
-  bool split_cluster = false;
   // The hopper rows' TMA-store epilogue (hopper_aux_ok) can also store the value before the activation into
   // `aux` (laid out like C): what autograd saves for the activation's backward (tiled_linear's training path).
   void* aux = nullptr;

@@ -298,17 +298,17 @@ import picks_ab  # noqa: E402
 def test_picks_ab_reads_a_diff_once_a_product(tmp_path, capsys):
     """The moved problems of a --diff listing, each product once: the same fwd product under two names of
     one layout (linear, linear_nobias) is timed once, an mm of the same shape (another layout) apart."""
-    lines = ["skinny a linear bf16 fwd 1x16x4096x4096  gemv_mma_16x32x64 s1 -> hopper_128x128x64 s2/cluster",
+    lines = ["skinny a linear bf16 fwd 1x16x4096x4096  gemv_mma_16x32x64 s1 -> hopper_128x128x64 s2/kernel",
              "transformer b linear_nobias bf16 fwd 1x16x4096x4096  gemv_mma_16x32x64 s1 -> hopper_128x128x64 s2",
              "skinny c mm bf16 fwd 1x16x4096x4096  gemv_mma_rowb_16x32x64 s1 -> hopper_m64_64x64x64 s4/pass",
-             "skinny a linear bf16 dW 1x4096x16x4096  hopper_128x128x64 s3/kernel -> hopper_128x128x64 s3/cluster",
+             "skinny a linear bf16 dW 1x4096x16x4096  hopper_128x128x64 s3/kernel -> hopper_128x128x64 s3/pass",
              "skinny a linear bf16 dX 1x16x4096x4096  hopper_128x128x64 s2 -> hopper_128x64x64 s1",
              "2 of 9 problems changed their pick", "  bf16 fwd: 2 row"]
     moved = picks_ab.parse_diff(lines)
     assert [(m.op, m.product, m.shape, m.old, m.new) for m in moved] == [
-        ("linear", "fwd", (1, 16, 4096, 4096), ("gemv_mma_16x32x64", 1, None), ("hopper_128x128x64", 2, "cluster")),
+        ("linear", "fwd", (1, 16, 4096, 4096), ("gemv_mma_16x32x64", 1, None), ("hopper_128x128x64", 2, "kernel")),
         ("mm", "fwd", (1, 16, 4096, 4096), ("gemv_mma_rowb_16x32x64", 1, None), ("hopper_m64_64x64x64", 4, "pass")),
-        ("linear", "dW", (1, 4096, 16, 4096), ("hopper_128x128x64", 3, "kernel"), ("hopper_128x128x64", 3, "cluster")),
+        ("linear", "dW", (1, 4096, 16, 4096), ("hopper_128x128x64", 3, "kernel"), ("hopper_128x128x64", 3, "pass")),
         ("linear", "dX", (1, 16, 4096, 4096), ("hopper_128x128x64", 2, None), ("hopper_128x64x64", 1, None))]
     with pytest.raises(ValueError, match="not a pick"):
         picks_ab.parse_diff(["skinny a linear bf16 fwd 1x16x4096x4096  hopper_128x128x64 s2/atomics -> "
@@ -338,7 +338,7 @@ def test_picks_ab_times_both_picks_checked():
     """measure() forces each pick (row and split count), checks it against float64 and times it beside
     cuBLAS; the split override is put back."""
     m = picks_ab.Moved("bf16", "fwd", "linear", (1, 16, 1024, 256), ("hopper_m64_64x64x64", 1, None),
-                       ("hopper_m64_64x64x64", 4, "cluster"))
+                       ("hopper_m64_64x64x64", 4, "kernel"))
     r = picks_ab.measure(m, b_mb=4)
     assert (r["old_kernel"], r["old_splits"], r["old_way"], r["new_kernel"], r["new_splits"], r["new_way"]) == (
         *m.old, *m.new)

@@ -205,16 +205,15 @@ def _checked_linear(config, x, w, bias, act, tol, what, before=None):
 IN_KERNEL_SHAPES = [(300, 3000, 264), (129, 100, 200), (200, 4097, 136), (384, 2048, 384)]
 
 
-@pytest.mark.parametrize("how", ["cluster", "kernel", "pass"])
+@pytest.mark.parametrize("how", ["kernel", "pass"])
 @pytest.mark.parametrize("splits", [2, 3, 7])
 @pytest.mark.parametrize("shape", IN_KERNEL_SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("config", ROW_NAMES + TF32_NAMES)
 def test_split_k_added_in_the_kernel(high, config, shape, splits, how):
     """Split-K whose slices the kernel adds itself (every slice a block of one wave, C through the TMA
-    store): through a cluster of one block a slice ("cluster": each 16-row warp's owner block reads the
-    others' sums from their shared memory and adds them in slice order), or through global memory
-    (forced by _set_split_reduce("kernel") where the cost would pick the second pass: slice 0's block
-    waits for the others' sums); then bias and activation once. Against float64 with a poisoned output,
+    store), through global memory (forced by _set_split_reduce("kernel") where the cost would pick the
+    second pass: slice 0's block waits for the others' sums and adds them in slice order); then bias and
+    activation once. Against float64 with a poisoned output,
     with a column bias and an activation, a column-major A (dY^T) and a batch; two calls bitwise equal.
     The second pass ("pass") on the same cases."""
     M, K, N = shape
@@ -235,10 +234,8 @@ def test_split_k_added_in_the_kernel(high, config, shape, splits, how):
         assert s > 1, e
         bm, bn = row.block[:2]  # (swap-AB rows: in C's terms)
         one_wave = -(-M // bm) * -(-N // bn) * s <= sms
-        cluster_row = bm == 64 and dtype != torch.float32  # the hopper_m64 rows carry the cluster's code
-        added_here = one_wave and (how == "kernel" or (how == "cluster" and s <= 8 and cluster_row))
+        added_here = one_wave and how == "kernel"
         assert ("added in the kernel" if added_here else "reduced by a second pass") in e.reason, e
-        assert (f"across a cluster of {s} blocks" in e.reason) == (added_here and how == "cluster"), e
         # The launch goes by the reason's decision: a second pass is a kernel of its own.
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
             torch.ops.tilelab.tiled_linear(x, w, bias, variant=config)
@@ -314,7 +311,7 @@ def test_fewer_rows_than_a_tile_after_nan_rows(high, config):
     (hopper::a_box_rows): the stage's other rows keep whatever the previous kernel left in shared memory. Run
     right after a full-height product whose A is all NaN (its stages full of NaN rows), the short product's
     rows must still be exact and every one written (a poisoned output) -- bias, activation, split-K slices
-    (each of the three reductions) and a batch included. (That no row past M is written is memcheck's part:
+    (each of the two reductions) and a batch included. (That no row past M is written is memcheck's part:
     benchmarks/tools/sanitize.py.)"""
     seed = fresh_seed()
     dtype = torch.float32 if config in TF32_NAMES else torch.bfloat16
@@ -326,7 +323,7 @@ def test_fewer_rows_than_a_tile_after_nan_rows(high, config):
     w64 = w.double()
     try:
         for M in (1, 7, 9, 24, 63, 100):
-            for splits, how in ((None, None), (3, "cluster"), (3, "kernel"), (3, "pass")):
+            for splits, how in ((None, None), (3, "kernel"), (3, "pass")):
                 torch.ops.tilelab._set_split_k(splits)
                 torch.ops.tilelab._set_split_reduce(how)
                 x = torch.randn(M, K, device="cuda", dtype=dtype)

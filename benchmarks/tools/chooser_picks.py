@@ -16,8 +16,8 @@ first). One line a problem:
     <suite> <name> <op> <dtype> <product> <B>x<M>x<K>x<N> <kernel> s<splits>[/<way>]
 
 M x K x N as the suites write them, the product's own (dW: N x M x K); a split pick names the way its
-slices are added (the reason's words): /cluster (in the kernel, across a cluster of blocks), /kernel (in
-the kernel, through global memory) or /pass (a second pass). --diff prints the problems whose pick
+slices are added (the reason's words): /kernel (in the kernel, through global memory) or /pass (a second
+pass). --diff prints the problems whose pick
 differs and a count per dtype, product and kind of change (row, split count, or the way only).
 Needs a CUDA build of tilelab (the dispatcher is part of it), not a GPU.
 """
@@ -93,13 +93,11 @@ def problems(suites: list[str], dtypes: list[str], training: bool, rows: list[in
                 yield Problem(suite, c.name, c.op, c.dtype, "dW", *product_operands(c.op, "dW", 1, c.N, c.M, c.K, make))
 
 
-WAYS = ("cluster", "kernel", "pass")  # how a split pick's slices are added: _set_split_reduce's values
+WAYS = ("kernel", "pass")  # how a split pick's slices are added: _set_split_reduce's values
 
 
 def split_way(reason: str) -> str:
     """How a split pick's slices are added, from its reason: one of WAYS."""
-    if "across a cluster of" in reason:
-        return "cluster"
     if "added in the kernel" in reason:
         return "kernel"
     if "reduced by a second pass" in reason:

@@ -353,9 +353,7 @@ int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d
   way = split_reduce_way(c, p, best, d.num_sms);
   std::ostringstream os;
   os << "; split-K: K in " << best << " slices of " << per * c.bk << ", "
-     << (way == SplitWay::Cluster  ? "added in the kernel across a cluster of " + std::to_string(best) + " blocks"
-         : way == SplitWay::Kernel ? std::string("added in the kernel")
-                                   : std::string("reduced by a second pass"))
+     << (way == SplitWay::Kernel ? "added in the kernel" : "reduced by a second pass")
      << " in a fixed order (";
   if (forced > 0)
     os << "forced by _set_split_k";

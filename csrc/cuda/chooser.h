@@ -16,8 +16,8 @@ struct Choice {
   const KernelConfig* cfg = nullptr;
   std::string reason;
   int splits = 1;  // slices of K (split-K; 1: none)
-  // With splits > 1: how the slices are added (split_reduce_way: in the kernel, through global memory or a cluster,
-  // or a second pass over fp32 slabs), decided once with the reason (split_k_gemm goes by it).
+  // With splits > 1: how the slices are added (split_reduce_way: in the kernel through global memory, or a second
+  // pass over fp32 slabs), decided once with the reason (split_k_gemm goes by it).
   SplitWay reduce = SplitWay::Pass;
 };
 

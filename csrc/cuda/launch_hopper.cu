@@ -16,8 +16,6 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
-#include <array>
-#include <atomic>
 #include <sstream>
 #include <type_traits>
 
@@ -81,42 +79,6 @@ dim3 persistent_grid(const GemmProblem& p, int bm, int bn) {
   return dim3(static_cast<unsigned>(std::max<int64_t>(1, std::min(count, sms))));
 }
 
-// A launch of `grid` blocks of `threads` threads with `smem` bytes of shared memory in clusters of `slices` blocks
-// along x (attr: the cluster's attribute, which cfg points to).
-void cluster_config(cudaLaunchConfig_t& cfg, cudaLaunchAttribute& attr, dim3 grid, int threads, int smem,
-                    cudaStream_t stream, int slices) {
-  cfg = cudaLaunchConfig_t{};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(static_cast<unsigned>(threads));
-  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
-  cfg.stream = stream;
-  attr = cudaLaunchAttribute{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = static_cast<unsigned>(slices), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-}
-
-// How many clusters of `slices` blocks of kKernel (with `smem` bytes of shared memory and `threads` threads a block)
-// the current device holds at once; once per device and cluster size.
-template <auto kKernel>
-int active_clusters(int slices, int smem, int threads) {
-  static std::array<std::array<std::atomic<int>, kMaxClusterSlices + 1>, 64> known{};  // n + 1; 0: not yet
-  const int dev = c10::cuda::current_device();
-  const bool cached = dev >= 0 && dev < static_cast<int>(known.size());
-  if (cached) {
-    const int v = known[dev][slices].load(std::memory_order_acquire);
-    if (v != 0) return v - 1;
-  }
-  cudaLaunchConfig_t cfg;
-  cudaLaunchAttribute attr;
-  cluster_config(cfg, attr, dim3(static_cast<unsigned>(slices)), threads, smem, nullptr, slices);
-  int n = 0;
-  C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, kKernel, &cfg));
-  if (cached) known[dev][slices].store(n + 1, std::memory_order_release);
-  return n;
-}
-
 // p0: the product as the kernel computes it (for a swap-AB row, the transposed one: swapped()); kStore: the
 // epilogue (store_path of the caller's product).
 // kAux: p0.aux receives the pre-activation as well (hopper_kernel's kAux).
@@ -166,37 +128,17 @@ void launch_one(const GemmProblem& p0, cudaStream_t stream) {
       kAux && kTailCols > 0 ? make_map(p.aux, p.dtype, p.N, p.M, p.batch, p.sc_m, p.sc_b, hopper::kStoreRows, kTailCols)
                             : map_c;  // unused
   // Split-K without slabs (split_k_gemm sends it only where the chooser's split_reduce_way said so): the kernel
-  // adds the slices itself (hopper::SliceSums). Through a cluster of p.splits blocks (the kernel compiled with the
-  // cluster's code: hopper::cluster_kernel) where the chooser said so (p.split_cluster: split_reduce_way's
-  // Cluster) and the device holds every cluster at once; else in a slot of BM x BN floats per slice
-  // past the first and tile, with a zeroed counter per tile (fp32_workspace: CUDA-graph capturable). Slice 0's
-  // block (or a tile warp's owner) waits for the others' sums, so every slice must be a block of the one persistent
-  // wave: never launched otherwise.
-  hopper::SliceSums fix{nullptr, nullptr, 0};
+  // adds the slices itself (hopper::SliceSums), in a slot of BM x BN floats per slice past the first and tile,
+  // with a zeroed counter per tile (fp32_workspace: CUDA-graph capturable). Slice 0's block waits for the
+  // others' sums, so every slice must be a block of the one persistent wave: never launched otherwise.
+  hopper::SliceSums fix{nullptr, nullptr};
   at::Tensor fix_mem;
-  const dim3 grid = persistent_grid(p, BM, BN);
   if (p.splits > 1 && p.partial == nullptr) {
     TORCH_CHECK(store_c, "tilelab: internal error: a hopper split-K reduced in the kernel needs the TMA-store "
                          "epilogue");
-    const int64_t count = PersistentGrouped<kGroupM>::count_of(p.M, p.N, BM, BN, p.splits, p.batch);
-    TORCH_CHECK(count <= at::cuda::getCurrentDeviceProperties()->multiProcessorCount,
+    TORCH_CHECK(PersistentGrouped<kGroupM>::count_of(p.M, p.N, BM, BN, p.splits, p.batch) <=
+                    at::cuda::getCurrentDeviceProperties()->multiProcessorCount,
                 "tilelab: internal error: slices added in the kernel need every slice in one wave of blocks");
-    if constexpr (hopper::cluster_kernel<T, BM, BN, kPingPong, kSwap, kStore, kAux>()) {
-      constexpr auto kernel_c = hopper_kernel<T, BM, BN, kRing, kAK, kBK, kPingPong, kSwap, kStore, false, kAux, true>;
-      const int slices = static_cast<int>(p.splits);
-      allow_smem<kernel_c>(smem);
-      if (p.split_cluster && slices <= kMaxClusterSlices &&
-          static_cast<int64_t>(active_clusters<kernel_c>(slices, smem, hopper::threads<BM>())) * slices >= count) {
-        fix.cluster = slices;
-        cudaLaunchConfig_t cfg;
-        cudaLaunchAttribute attr;
-        cluster_config(cfg, attr, grid /* count blocks: whole clusters */, hopper::threads<BM>(), smem, stream, slices);
-        C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel_c, map_a, map_b, map_b /* map_b2: gated tiles only */, map_c,
-                                          map_c_tail, map_aux, map_aux_tail, device_args<T>(p), a_batch ? 1 : 0,
-                                          b_batch ? 1 : 0, fix));
-        return;
-      }
-    }
     const int64_t tiles = PersistentGrouped<kGroupM>::count_of(p.M, p.N, BM, BN, 1, p.batch);
     const int64_t floats = (p.splits - 1) * tiles * BM * BN;
     fix_mem = fp32_workspace(floats + tiles);
@@ -204,7 +146,7 @@ void launch_one(const GemmProblem& p0, cudaStream_t stream) {
     fix.ready = reinterpret_cast<unsigned*>(fix.sums + floats);
     C10_CUDA_CHECK(cudaMemsetAsync(fix.ready, 0, tiles * sizeof(unsigned), stream));
   }
-  kernel<<<grid, hopper::threads<BM>(), smem, stream>>>(
+  kernel<<<persistent_grid(p, BM, BN), hopper::threads<BM>(), smem, stream>>>(
       map_a, map_b, map_b /* map_b2: gated tiles only */, map_c, map_c_tail, map_aux, map_aux_tail,
       device_args<T>(p), a_batch ? 1 : 0, b_batch ? 1 : 0, fix);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -302,8 +244,7 @@ void launch_gated_tiles(const at::Tensor& x, const at::Tensor& w_gate, const at:
   const CUtensorMap map_b2 = make_map(w_up.data_ptr(), p.dtype, p.K, p.N, 1, w_up.stride(0), 0, BN / 2);
   const CUtensorMap map_c = make_map(p.c, p.dtype, p.N, p.M, 1, p.sc_m, p.sc_b, hopper::kStoreRows);
   kernel<<<persistent_grid(p, BM, BN / 2), hopper::threads<BM>(), smem, stream>>>(
-      map_a, map_b, map_b2, map_c, map_c, map_c, map_c, device_args<T>(p), 0, 0,
-      hopper::SliceSums{nullptr, nullptr, 0});
+      map_a, map_b, map_b2, map_c, map_c, map_c, map_c, device_args<T>(p), 0, 0, hopper::SliceSums{nullptr, nullptr});
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

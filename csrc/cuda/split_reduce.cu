@@ -118,8 +118,8 @@ void launch_reduce(const GemmProblem& p, const float* slabs, int splits, cudaStr
 // in 3 slices of 128x128 tiles: the pass 4.3 us of 31.2). The kernel's way costs a memset of the tiles'
 // counters (~0.8 us) and, per slice past the first, a chain of latencies (the slice's stores, its fence, the
 // count, slice 0's poll: ~1 us) plus slice 0's block reading the tile at ~100 B/ns. The latency was first put at
-// ~3 us, which kept every 64- and 128-row tile on the second pass or the cluster; each way forced on every split
-// pick of the suites and the models (H200, bf16/fp16/TF32, kernel durations over a CUDA graph, W cold) put it
+// ~3 us, which kept every 64- and 128-row tile on the second pass (or on a cluster, below); each way forced on
+// every split pick of the suites and the models (H200, bf16/fp16/TF32, kernel durations over a CUDA graph, W cold) put it
 // nearer 1 us: with it the kernel's way took 30 products, all faster (1304.0 -> 1242.7 us in all), e.g. (us, in
 // the kernel / before) dY^T X 768x4096x768 in 3 slices of 128x128 15.62 / 17.23 (second pass), 768x12608x768
 // 30.44 / 33.30, dY @ W 32x14336x4096 in 2 of 64x64 32.87 / 35.63 (cluster), TF32 x @ W.t() 128x4096x4096 in 2
@@ -129,49 +129,33 @@ void launch_reduce(const GemmProblem& p, const float* slabs, int splits, cudaStr
 // 128x256 35.4 / 31.3.
 constexpr double kSecondPassNs = 2000, kSecondPassBytesPerNs = 6000, kHandOverZeroNs = 800,
                  kHandOverSliceNs = 1000, kHandOverBytesPerNs = 100;
-// A 64x64 half tile's 16 KB of sums hand over faster: forced through global memory, its slices cost ~0.3 us each
-// (H200, bf16, us, in the kernel / through the cluster / by the second pass: x @ W.t() 128x2304x768 in 4 slices
+// A 64x64 half tile's 16 KB of sums hand over faster: forced through global memory, its slices cost ~0.25 us each
+// (H200, bf16, us, in the kernel / through a cluster / by the second pass: x @ W.t() 128x2304x768 in 4 slices
 // 7.22 / 7.56 / 7.73, 128x4096x1024 in 4 8.55 / 8.56 / 9.46, 128x3072x768 in 5 7.82 / 7.81 / 8.08; in 6 the
-// second pass about level, dY @ W 64x2304x768 7.19 / - / 7.10), where ~1 us kept them on the cluster. With it
-// the 4-slice products leave the cluster (picks_ab, 7 products: 57.3 -> 56.3 us, 3 faster by more than 2%, none
-// slower; dY @ W 128x2304x768 7.53 -> 7.20, cuBLAS 5.80).
-constexpr double kSmallTileBytes = 16384, kHandOverSmallSliceNs = 300;
-
-// Where a cluster adds the slices (split_reduce_way's Cluster): the 64-row tiles of the hopper_m64 rows, which the
-// chooser splits where one wave of them leaves SMs idle (decode batches, 128-token products), in 2 to 5 slices in
-// one wave, in place of the second pass where the way through global memory is not cheaper (split_reduce_way).
-// Each 16-row warp's owner block reads the other blocks' copies of its sums through the cluster, a chain of loads a
-// slice: with a 64x64 tile's 16 KB of sums that costs less than a second kernel's launch and slabs up to 5 slices,
-// more from 6. H200, bf16, kernel durations
-// over a CUDA graph, W cold, us, second pass -> cluster (cuBLAS), the split counts the chooser picks: x @ W.t()
-// 128x3072x768 in 5 slices 8.12 -> 7.71 (7.08), 128x4096x1024 in 4 9.46 -> 8.57 (7.56), 64x14336x4096 in 2 36.94
-// -> 34.60 (35.43); dY @ W 128x4096x1024 in 4 9.61 -> 8.49 (7.47), 64x6144x4096 in 2 20.46 -> 19.11 (15.46),
-// 32x32000x4096 in 2 70.87 -> 72.14 (64.34); the 17 such products of the suites' decode rows and the models 516.1
-// -> 506.5 in all, 12 faster by more than 2%, none slower. In 6 to 8 slices the cluster lost on all 17 products
-// (dY @ W 64x3072x768 in 8 7.38 -> 8.06, 32x4096x1024 in 6 8.64 -> 8.84): kClusterSlicesPaid. Not for 128-row
-// tiles: 128x64's 32 KB of sums made the cluster slower than the second pass (x @ W.t() 128x5632x2048 in 4 slices
-// 12.88 -> 13.57, dY @ W 12.71 -> 13.15), and a version compiled into every hopper kernel (a run-time switch) cost
-// the others their registers (128x256 tiles spilled 1.8 KB, every row 5-50% slower): only the 64-row kernels carry
-// it (hopper.cuh's cluster_kernel). Nor does it make more slices pay: 128x2048x2048 on 64x64 tiles unsplit 7.19,
-// in 2 slices through a cluster 8.76 (by the second pass 9.70).
-constexpr int64_t kClusterSlicesPaid = 5;
+// second pass about level, dY @ W 64x2304x768 7.19 / - / 7.10), where ~1 us kept them off global memory. At 0.3
+// us the 4-slice products went through global memory (picks_ab, 7 products: 57.3 -> 56.3 us, 3 faster by more
+// than 2%, none slower; dY @ W 128x2304x768 7.53 -> 7.20, cuBLAS 5.80) and the estimate tied 128x3072x768's 5
+// slices with the second pass; at 0.25 they go too.
+//
+// A third way, the 64-row tiles' slices added through a cluster of blocks (distributed shared memory: each 16-row
+// warp's owner block read the others' copies of its sums; 0a6dfe3) measured level with global memory in 4 and 5
+// slices and behind it in 2 (dY @ W 32x28672x4096 60.48 / 66.80 us, x @ W.t() 128x2048x2048 7.98 / 8.74), lost in
+// 6-8 and with 128x64 tiles, and cost 16 kernel instantiations: removed.
+constexpr double kSmallTileBytes = 16384, kHandOverSmallSliceNs = 250;
 
 // The chooser's estimate of a second pass (est_ns, chooser.cpp, ranks split counts with it): a launch plus writing
 // and reading s fp32 slabs of the output at ~3 TB/s; higher than kSecondPassNs and kSecondPassBytesPerNs above,
-// which compare the two in-kernel ways by kernel durations alone.
+// which compare the kernel's way with the second pass by kernel durations alone.
 constexpr double kReduceLaunchNs = 3000, kReduceBytesPerNs = 3000;
 
-// set_split_reduce_override: 0 by cost, 1 in the kernel through global memory where it can, 2 the second pass,
-// 3 through a cluster where it can (else the second pass).
+// set_split_reduce_override: 0 by cost, 1 in the kernel through global memory where it can, 2 the second pass.
 std::atomic<int> g_reduce_override{0};
 
 void set_split_reduce_override(const std::string& how) {
-  TORCH_CHECK(how.empty() || how == "kernel" || how == "pass" || how == "cluster",
-              "tilelab::_set_split_reduce: how must be 'cluster', 'kernel', 'pass' or None (by cost), got '", how,
-              "'");
-  g_reduce_override.store(how.empty() ? 0 : how == "kernel" ? 1 : how == "pass" ? 2 : 3);
+  TORCH_CHECK(how.empty() || how == "kernel" || how == "pass",
+              "tilelab::_set_split_reduce: how must be 'kernel', 'pass' or None (by cost), got '", how, "'");
+  g_reduce_override.store(how.empty() ? 0 : how == "kernel" ? 1 : 2);
 }
-
 
 bool split_reduce_forced() { return g_reduce_override.load(std::memory_order_relaxed) != 0; }
 
@@ -207,34 +191,18 @@ bool global_cheaper(const KernelConfig& row, const GemmProblem& p, int64_t split
   return in_kernel < second_pass;
 }
 
-// The rows whose kernels carry the cluster hand-over (hopper.cuh's cluster_kernel: half precision, 64-row tiles,
-// the TMA store without an activation; kernel_can_add asks for the TMA store).
-bool cluster_row(const KernelConfig& row, const GemmProblem& p) {
-  return row.family == Family::Hopper && !row.tf32 && row.bm == 64 && p.act == Activation::None;
-}
 }  // namespace
 
-// Global memory first, the cluster for what it leaves: in 2 slices of 64x64 the way through global memory was ahead
-// of the cluster on all 10 such products (H200, bf16, kernel durations over a CUDA graph, W cold, us, global memory
-// / cluster / second pass): dY @ W 32x14336x4096 33.72 / 36.14 / 35.80, 32x28672x4096 60.48 / 66.80 / 63.54, x @
-// W.t() 64x14336x4096 33.89 / 34.91 / 36.90, 128x2048x2048 7.98 / 8.74 / 9.71; in 4 and 5 slices the two were
-// within 1% (128x3072x768 in 5 7.82 / 7.81 / 8.08, 128x4096x1024 in 4 8.53 / 8.51 / 9.66) but for 128x2304x768 in
-// 4 (7.21 / 7.54 / 7.81).
 SplitWay split_reduce_way(const KernelConfig& row, const GemmProblem& p, int64_t splits, int64_t sms) {
-  const int forced = g_reduce_override.load(std::memory_order_relaxed);  // 0 by cost, 1 kernel, 2 pass, 3 cluster
+  const int forced = g_reduce_override.load(std::memory_order_relaxed);  // 0 by cost, 1 kernel, 2 pass
   if (forced == 2 || !kernel_can_add(row, p, splits, sms)) return SplitWay::Pass;
-  if (forced == 3 && splits <= kMaxClusterSlices && cluster_row(row, p)) return SplitWay::Cluster;
-  if (forced == 1 || (forced == 0 && global_cheaper(row, p, splits))) return SplitWay::Kernel;
-  if (forced == 0 && splits <= kClusterSlicesPaid && cluster_row(row, p)) return SplitWay::Cluster;
-  return SplitWay::Pass;
+  return forced == 1 || global_cheaper(row, p, splits) ? SplitWay::Kernel : SplitWay::Pass;
 }
 
 void split_k_gemm(const KernelConfig& row, const GemmProblem& p, SplitWay way) {
   TORCH_CHECK(p.splits > 1 && p.dtype != at::kDouble, "tilelab: split-K needs splits > 1 and a float/half dtype");
   if (way != SplitWay::Pass) {
-    GemmProblem q = p;
-    q.split_cluster = way == SplitWay::Cluster;
-    launch(row, q);  // the kernel adds the slices, then applies bias and activation once
+    launch(row, p);  // the kernel adds the slices, then applies bias and activation once
     return;
   }
   const at::Tensor slabs = fp32_workspace(p.splits * p.batch * p.M * p.N);

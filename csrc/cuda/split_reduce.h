@@ -16,20 +16,13 @@ namespace tilelab {
 //   Kernel: in the hopper kernel through global memory: where every slice is a block of one wave (slices x tiles
 //     <= SMs) and C takes the TMA store (hopper_fuses_activation), the block of slice 0 reads the others' sums of
 //     its tile (hopper::SliceSums), wherever that is cheaper than the second pass by the two ways' measured costs
-//     and the tiles are at least half full of rows;
-//   Cluster: in the kernel through a cluster of `splits` blocks (distributed shared memory, hopper::SliceSums::
-//     cluster): the hopper_m64 rows (64-row tiles) where the kernel can add the slices but global memory is not
-//     the cheaper way (5 slices of 64x64, mostly), in 2 to 5 slices, and C takes the TMA store without an activation;
-//     measured in split_reduce.cu. (The launcher falls back to global memory where the device cannot hold every
-//     cluster at once.)
+//     and the tiles are at least half full of rows.
 // The testing hook (set_split_reduce_override) aside. The chooser decides it once, with its reason
 // (Choice::reduce), and split_k_gemm goes by that. (The chooser's split counts, est_ns, rank slice counts by their
 // own, older estimate of the second pass, second_pass_est_ns, the one their rules were measured with.)
-enum class SplitWay { Pass, Kernel, Cluster };
+enum class SplitWay { Pass, Kernel };
 SplitWay split_reduce_way(const KernelConfig& row, const GemmProblem& p, int64_t splits, int64_t sms);
 
-// The most slices a cluster adds (hopper::SliceSums::cluster): the portable cluster size.
-constexpr int kMaxClusterSlices = 8;
 // The chooser's estimate of a second pass (est_ns ranks split counts with it, whichever way then adds them):
 // a launch plus writing and reading s fp32 slabs of the output.
 double second_pass_est_ns(const GemmProblem& p, int64_t splits);
@@ -38,10 +31,9 @@ double second_pass_est_ns(const GemmProblem& p, int64_t splits);
 // synchronisation, CUDA-graph capturable): the second pass's slabs, the in-kernel hand-over's slots.
 at::Tensor fp32_workspace(int64_t floats);
 
-// Testing hook (torch.ops.tilelab._set_split_reduce): "cluster" adds the slices in
-// the kernel through a cluster wherever it can (else by a second pass), "kernel" in
-// the kernel through global memory wherever it can, "pass" always in the second
-// pass, "" goes by cost (split_reduce_way).
+// Testing hook (torch.ops.tilelab._set_split_reduce): "kernel" adds the slices in
+// the kernel through global memory wherever it can (else by a second pass), "pass"
+// always in the second pass, "" goes by cost (split_reduce_way).
 void set_split_reduce_override(const std::string& how);
 // Whether that hook forces either way (the chooser's cache stands aside then).
 bool split_reduce_forced();

@@ -139,10 +139,10 @@ constexpr int kStoreBoxBytes = kStoreRows * 128;
 // 32 KB for 8 consumer warps (128-row tiles) with 2 buffers, 16 KB for 4.
 constexpr int store_bytes_of(int bm, int bufs) { return bm / 64 * 4 * bufs * kStoreBoxBytes; }
 // Dynamic shared memory: the ring of kStages stages, the store buffers, 1 KB of slack to align both to 1024
-// bytes (the swizzle atom), and the mbarriers (two a stage, two for the cluster hand-over: SliceSums).
+// bytes (the swizzle atom), and the mbarriers (two a stage).
 constexpr int kMaxSmemBytes = kSm90SmemBytes;  // dynamic shared memory a block may have on sm_90
 constexpr int smem_bytes_of(int bm, int bn, bool bk, int stages, int bufs) {
-  return stages * stage_bytes_of(bm, bn, bk) + store_bytes_of(bm, bufs) + 1024 + 2 * 8 * stages + 16;
+  return stages * stage_bytes_of(bm, bn, bk) + store_bytes_of(bm, bufs) + 1024 + 2 * 8 * stages;
 }
 // A row's staging buffers, as its table stages with a k-contiguous B leave room for.
 template <int BM, int BN, int kStages>
@@ -178,20 +178,9 @@ constexpr int smem_bytes() {
 // slice's warps have, adds their sums to its own in slice order (the same inputs give bitwise the same output
 // every call) and runs the epilogue: bias, activation and the store, once.
 // `ready` nullptr: no slices, or slabs that a second pass reduces (GemmArgs::partial).
-//
-// Or, in the kCluster kernels (cluster_kernel), with `cluster` = the slice count (2 to kMaxClusterSlices,
-// split_reduce.h; sums and ready unused), through distributed shared memory: the host launches clusters of that
-// many blocks, which take the same tile (the list runs the slices innermost), one slice each, every slice a block
-// of one wave. Each 16-row warp of the tile has an owner block (warp index modulo the slice count); once all of
-// the tile's warps are past their MMAs (a named barrier), the other blocks' copies of that warp write their fp32
-// sums into their own ring (idle by then) and arrive on the owner's `got` mbarrier; the owner's warp adds the
-// others' sums to its own in slice order (its own in its place, the same order every call), reading their rings
-// through the cluster (ld.shared::cluster), arrives on their `done` mbarriers (a block's shared memory must outlive
-// the reads) and runs the epilogue for its rows. No workspace, no memset, no global round trip.
 struct SliceSums {
   float* sums;
   unsigned* ready;
-  int cluster;
 };
 
 #ifdef TILELAB_HOPPER_DEVICE
@@ -206,40 +195,6 @@ __device__ __forceinline__ unsigned load_acquire(const unsigned* counter) {
   return v;
 }
 
-// ---- the cluster hand-over (SliceSums::cluster)
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-// Every thread of every block of the cluster: the blocks' mbarrier initialisations are visible cluster-wide after.
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-// The shared::cluster address of this block's shared address `addr` in the cluster's block `rank`.
-__device__ __forceinline__ uint32_t cluster_map(uint32_t addr, uint32_t rank) {
-  uint32_t r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
-  return r;
-}
-// An arrival on another block's mbarrier (its shared::cluster address), ordering this thread's earlier accesses
-// (and, after a __syncwarp, its warp's) before it.
-__device__ __forceinline__ void mbar_arrive_remote(uint32_t bar) {
-  asm volatile("fence.acq_rel.cluster;\nmbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar)
-               : "memory");
-}
-__device__ __forceinline__ void st_shared_f4(uint32_t addr, float a, float b, float c, float d) {
-  asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
-}
-__device__ __forceinline__ float4 ld_cluster_f4(uint32_t addr) {
-  float4 v;
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(addr)
-               : "memory");
-  return v;
-}
-
 // ---- mbarriers
 __device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
@@ -250,24 +205,19 @@ __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
 __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
-// One poll of an mbarrier's phase with the given parity; SEM: "" (the CTA's default) or ".acquire.cluster".
-#define TILELAB_MBAR_TRY_WAIT(SEM)                                                             \
-  asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity" SEM ".shared::cta.b64 p, [%1], %2;\n" \
-               "selp.u32 %0, 1, 0, p;\n}\n"                                                  \
-               : "=r"(done)                                                                  \
-               : "r"(bar), "r"(parity)                                                       \
-               : "memory")
-// Waits until the phase with the given parity has completed; kCluster: acquiring what other blocks of the cluster
-// released with their arrivals (mbar_arrive_remote).
-template <bool kCluster = false>
+// Waits until the phase with the given parity has completed.
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   uint32_t done = 0;
   do {
-    if constexpr (kCluster) TILELAB_MBAR_TRY_WAIT(".acquire.cluster");
-    else TILELAB_MBAR_TRY_WAIT("");
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
   } while (!done);
 }
-#undef TILELAB_MBAR_TRY_WAIT
 
 // ---- TMA: one box of a 3-D tensor map (contiguous dim, rows, batch) into shared memory
 __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1,
@@ -528,8 +478,6 @@ __device__ __forceinline__ void gate_all(Activation act, float (&d)[R]) {
 // warpgroup c may start a tile's MMAs once barrier kOrderBar + c completes, i.e.
 // once the other warpgroup has finished the MMAs of its previous tile.
 constexpr int kOrderBar = 1;
-// The named barrier of a tile's warps before the cluster hand-over overwrites the ring (SliceSums::cluster).
-constexpr int kHandOverBar = kOrderBar + 2;
 #ifdef TILELAB_HOPPER_DEVICE
 __device__ __forceinline__ void bar_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
@@ -572,14 +520,6 @@ __device__ __forceinline__ void stage_pair(uint32_t at, float x, float y) {
 // store only).
 enum class Store { Tma, TmaActivation, Registers };
 
-// The kernels the cluster hand-over of split-K is compiled into (hopper_kernel's kCluster; the chooser's side:
-// split_reduce.cu's cluster_row): half precision, 64-row tiles (the hopper_m64 rows, whose 64 x 64 and 64 x 96
-// tiles are the ones split where one wave leaves SMs idle), the TMA store without an activation.
-template <typename T, int BM, int BN, bool kPingPong, bool kSwap, Store kStore, bool kAux>
-constexpr bool cluster_kernel() {
-  return sizeof(T) == 2 && BM == 64 && !kPingPong && !kSwap && !kAux && kStore == Store::Tma;
-}
-
 }  // namespace hopper
 
 // kAK: A is k-contiguous (row-major); kBK: B is k-contiguous (column-major).
@@ -613,9 +553,7 @@ constexpr bool cluster_kernel() {
 //
 // Split-K (p.splits > 1): into slabs that split_reduce.cu adds (p.partial), or,
 // with `fix` set, reduced here: the block of slice 0 adds the other slices'
-// sums before its epilogue (SliceSums); in the kCluster kernels (cluster_kernel:
-// the 64-row tiles) with fix.cluster set, each tile warp's owner block of the
-// cluster adds the others' sums through distributed shared memory.
+// sums before its epilogue (SliceSums).
 //
 // kSwap (swap-AB, the hopper_swap rows): the launcher hands over the transposed product, C^T = B^T A^T
 // (p's A is the caller's B, p's M the caller's N, p's bias strides swapped), so the tile's BN columns run
@@ -635,7 +573,7 @@ constexpr bool cluster_kernel() {
 // map_aux (a tile's narrow last box through map_aux_tail), which autograd saves for the activation's backward,
 // then act(value) through map_c: the activation's own pass over the output (read it, write act of it) is gone.
 template <typename T, int BM, int BN, int kStages, bool kAK, bool kBK, bool kPingPong, bool kSwap, hopper::Store kStore,
-          bool kGated = false, bool kAux = false, bool kCluster = false>
+          bool kGated = false, bool kAux = false>
 __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
     hopper_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                   const __grid_constant__ CUtensorMap map_b2, const __grid_constant__ CUtensorMap map_c,
@@ -680,21 +618,9 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
   const uint32_t bars = staging + store_bytes_of(BM, kBufs);  // full[s] at bars + 8s, empty[s] at bars + 8(kStages + s)
   auto full = [&](int s) { return bars + 8 * s; };
   auto empty = [&](int s) { return bars + 8 * (kStages + s); };
-  // The cluster hand-over (SliceSums::cluster): `got` counts the other blocks' copies of the warps this block
-  // owns, `done` the owners' reads of this block's copies.
-  const uint32_t got = bars + 16 * kStages, done = got + 8;
   // A stage is released by every consumer warp that read it: both warpgroups'
   // (cooperative) or the one warpgroup's whose tile it holds (ping-pong).
   constexpr int kReleases = kPingPong ? kConsumerWarps / 2 : kConsumerWarps;
-  // The 16-row warps that hold a tile (a ping-pong tile: one warpgroup's), and the bytes of one warp's sums.
-  constexpr int kTileWarps = kPingPong ? 4 : kConsumerWarps;
-  constexpr uint32_t kWarpSumBytes = kHalves * BN * 64;  // BN / 2 floats a lane of each m64 half
-  static_assert(kTileWarps * kWarpSumBytes <= kStages * kStageBytes, "hopper: a tile's sums fit in the ring");
-  // > 1: the cluster hand-over, compiled only into the kCluster kernels (its code after the main loop cost the
-  // others their registers: 128x256 tiles spilled, and every hopper row ran 5-50% slower).
-  const int slices = kCluster ? fix.cluster : 1;
-  static_assert(!kCluster || (kStore != Store::Registers && !kGated && !kAux), "hopper: the cluster hand-over "
-                "ends in the TMA-store epilogue");
 
   // The warpgroup index through a shuffle: the compiler then knows it is the same across a warp, and keeps what
   // derives from it (the wgmma descriptors) in uniform registers.
@@ -704,23 +630,13 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
       mbar_init(full(s), 1);            // the producer's expect_tx arrival (+ the bytes)
       mbar_init(empty(s), kReleases);   // one arrival per consumer warp
     }
-    if (slices > 1) {
-      // This block owns the warps W with W % slices == its rank: each copy of them on the other blocks arrives
-      // on `got`; each of the other warps' owners arrives on `done` once it has read this block's copy.
-      const int rank = static_cast<int>(cluster_rank());
-      const int owned = rank < kTileWarps ? (kTileWarps - 1 - rank) / slices + 1 : 0;
-      mbar_init(got, owned > 0 ? (slices - 1) * owned : 1);
-      mbar_init(done, kTileWarps - owned);
-    }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
-  if (slices > 1) cluster_sync();  // the other blocks' mbarriers are initialised before any arrives on them
 
   // In-kernel split-K: the slices from the last to the first, so slice 0's block, which waits, comes last.
-  // The cluster hand-over: the slices innermost, so a cluster's blocks take the same tile.
   const PersistentGrouped<kGroupM> sched(p.M, p.N, BM, kOutN, (p.K + kTileK - 1) / kTileK, p.splits, p.batch,
-                                         fix.ready != nullptr, slices > 1);
+                                         fix.ready != nullptr);
 
   if (wg == 0) {
     // ---------------- producer: every tile of the block, in order; `it` is the ring position.
@@ -858,70 +774,7 @@ __global__ void __launch_bounds__(hopper::threads<BM>(), 1)
       // Ping-pong: the other warpgroup may start its next tile's MMAs (if the block has one for it).
       if (kPingPong && i + gridDim.x < sched.count) bar_arrive(kOrderBar + (1 - c), 256);
 
-      if (kStoreC && slices > 1) {
-        // The cluster hand-over (SliceSums::cluster): this warp's sums, at the same place in every block's ring
-        // (each float4 where the lane that reads it back wrote it: a warp's accesses are 512 contiguous bytes).
-        constexpr int kQuads = BN / 8;  // float4s of one m64 half's accumulators
-        const int tw = (kPingPong ? 0 : c * 4) + warp;  // the warp's 16 rows in the tile
-        const uint32_t rank = cluster_rank(), owner = static_cast<uint32_t>(tw % slices);
-        const uint32_t mine = ring + tw * kWarpSumBytes + lane * 16;
-        // Every warp of the tile has finished its MMAs, which read the ring, before any overwrites it (the
-        // warpgroups of a cooperative tile run apart by up to a few stages).
-        bar_sync(kHandOverBar, kTileWarps * 32);
-        if (rank != owner) {
-          fence_async_smem();  // the ring was last the TMA's and wgmma's (async proxy)
-#pragma unroll
-          for (int h = 0; h < kHalves; ++h)
-#pragma unroll
-            for (int q4 = 0; q4 < kQuads; ++q4)
-              st_shared_f4(mine + (h * kQuads + q4) * 512, d[h][4 * q4], d[h][4 * q4 + 1], d[h][4 * q4 + 2],
-                           d[h][4 * q4 + 3]);
-          __syncwarp();
-          if (lane == 0) mbar_arrive_remote(cluster_map(got, owner));
-          mbar_wait(done, 0);  // the owner has read them: this block's shared memory may go
-          continue;
-        }
-        mbar_wait<true>(got, 0);
-        // Slice order, 8 float4s at a time (their loads in flight together): s == rank is this block's own.
-        constexpr int kChunk = 8;
-#pragma unroll
-        for (int h = 0; h < kHalves; ++h)
-#pragma unroll
-          for (int q0 = 0; q0 < kQuads; q0 += kChunk) {
-            constexpr int kMaxChunk = kQuads < kChunk ? kQuads : kChunk;
-            float4 acc[kMaxChunk];
-            const uint32_t first = rank == 0 ? 0u : cluster_map(mine, 0);
-#pragma unroll
-            for (int u = 0; u < kMaxChunk; ++u) {
-              if (q0 + u >= kQuads) break;
-              const int q = 4 * (q0 + u);
-              acc[u] = rank == 0 ? make_float4(d[h][q], d[h][q + 1], d[h][q + 2], d[h][q + 3])
-                                 : ld_cluster_f4(first + (h * kQuads + q0 + u) * 512);
-            }
-            for (int s = 1; s < slices; ++s) {
-              const bool own = static_cast<uint32_t>(s) == rank;
-              const uint32_t base = own ? 0u : cluster_map(mine, static_cast<uint32_t>(s));
-#pragma unroll
-              for (int u = 0; u < kMaxChunk; ++u) {
-                if (q0 + u >= kQuads) break;
-                const int q = 4 * (q0 + u);
-                const float4 v = own ? make_float4(d[h][q], d[h][q + 1], d[h][q + 2], d[h][q + 3])
-                                     : ld_cluster_f4(base + (h * kQuads + q0 + u) * 512);
-                acc[u].x += v.x, acc[u].y += v.y, acc[u].z += v.z, acc[u].w += v.w;
-              }
-            }
-#pragma unroll
-            for (int u = 0; u < kMaxChunk; ++u) {
-              if (q0 + u >= kQuads) break;
-              const int q = 4 * (q0 + u);
-              d[h][q] = acc[u].x, d[h][q + 1] = acc[u].y, d[h][q + 2] = acc[u].z, d[h][q + 3] = acc[u].w;
-            }
-          }
-        __syncwarp();
-        // Lane s tells block s (a lane each, no loop of one lane: that cost the main loop its uniform registers).
-        if (lane < slices && static_cast<uint32_t>(lane) != rank)
-          mbar_arrive_remote(cluster_map(done, static_cast<uint32_t>(lane)));
-      } else if (kStoreC && fix.ready != nullptr) {
+      if (kStoreC && fix.ready != nullptr) {
         // In-kernel split-K (SliceSums): a tile's consumer threads (both warpgroups cooperative, one ping-pong),
         // each float4 of a slot at (h, q4) x threads + the thread's index, so a warp's stores and loads are
         // 512 contiguous bytes.

@@ -24,9 +24,7 @@
 // list runs the slices from the last to the first (split 0's tiles at its
 // end): the hopper kernel's in-kernel reduction, where split 0's block waits
 // for the others' sums, so every slice it waits on has a block that started
-// no later than its own. With `split_inner` the slices of a tile are adjacent
-// in the list (tile t's slice s at t * splits + s): the hopper kernel's cluster
-// hand-over, whose clusters of `splits` consecutive blocks take one tile.
+// no later than its own.
 #include "../gemm_args.h"
 
 namespace tilelab {
@@ -121,13 +119,13 @@ template <int kGroupM>
 struct PersistentGrouped {
   static constexpr bool kPersistent = true;
   int tiles_m, tiles_n, k_tiles, splits, batch;
-  bool last_split_first, split_inner;
+  bool last_split_first;
   int64_t per_layer, count;
 
   __device__ __forceinline__ PersistentGrouped(int M, int N, int bm, int bn, int k_tiles_, int splits_, int batch_,
-                                               bool last_split_first_ = false, bool split_inner_ = false)
+                                               bool last_split_first_ = false)
       : tiles_m((M + bm - 1) / bm), tiles_n((N + bn - 1) / bn), k_tiles(k_tiles_), splits(splits_), batch(batch_),
-        last_split_first(last_split_first_), split_inner(split_inner_) {
+        last_split_first(last_split_first_) {
     per_layer = static_cast<int64_t>(tiles_m) * tiles_n;
     count = per_layer * splits * batch;
   }
@@ -138,16 +136,6 @@ struct PersistentGrouped {
   // Work tile i of the list (i < count).
   __device__ __forceinline__ WorkTile at(int64_t i) const {
     WorkTile w;
-    if (split_inner) {
-      const int64_t t = i / splits;  // (batch, tile)
-      const int b = static_cast<int>(t / per_layer);
-      grouped_tile<kGroupM>(t - static_cast<int64_t>(b) * per_layer, tiles_m, tiles_n, w.tm, w.tn);
-      w.batch = b;
-      w.split = static_cast<int>(i - t * splits);
-      w.k_begin = split_k_begin(k_tiles, splits, w.split);
-      w.k_end = split_k_begin(k_tiles, splits, w.split + 1);
-      return w;
-    }
     const int layer = static_cast<int>(i / per_layer);
     grouped_tile<kGroupM>(i - static_cast<int64_t>(layer) * per_layer, tiles_m, tiles_n, w.tm, w.tn);
     w.batch = layer % batch;
