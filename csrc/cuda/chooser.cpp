@@ -176,6 +176,18 @@ constexpr double kLoneBlockShare = 0.88;
 // slices (20.99), 128x1024x4096 40.84 -> 35.73 (33.43). On taller outputs (panels shared by more row tiles, read
 // from L2) it was wrong: 1000^3 unsplit 56.68 against 61.21 in 2 slices, 1023^3 65.73 against 70.91.
 constexpr double kLoneStreamShare = 0.75;
+// Short-K weight gradients (dY^T X over 16-128 rows) are where blocked_k16_64x64x16 beats 64x128 and est_ns does
+// not see it: H200, fp32, kernel durations over a CUDA graph, W cold, us, 64x128 / k16 / cuBLAS: 2048x128x2048
+// 36.4 / 32.1 / 26.8 (est_ns 30.1 / 42.5: it charges each of k16's 8 blocks an SM its 2 us fixed cost in turn,
+// though an SM holds four of them, 123 registers for 128 threads), 768x128x768 11.7 / 9.6 / 8.7, 1024x64x4096
+// 22.9 / 20.7 / 17.0; while over large outputs of small K k16's 64-column stores (~1.8 TB/s against ~2.6) lose:
+// 14336x4x4096 92.5 / 129.8. Two re-fits, each measured on every fp32 product it moved and not kept: a fixed cost
+// once a round of the blocks an SM holds (6 us for 64x128, 3 us for k16) moved 221 products, 115 slower (10.52 ->
+// 12.26 ms in all: small-K products of large outputs); k16 alone at 0.75 us a block with its stores bounded at
+// 1.5 TB/s moved 107, the split decode and 128-token products to half the slices of k16 and slower (x @ W.t()
+// 128x2048x2048 64x128 in 8 slices 35.0 -> k16 in 4 39.9; 3235 -> 3262 us on the 80 measured). What a block of
+// either row costs besides its k-steps depends on how many an SM holds and what they store; a model of it is
+// still to be written.
 constexpr RowPace kRowPaces[] = {
     {row_index("blocked_wide_128x256x8"), kBlockedFlopPerNs * 125 / 100, 0, 1, 0, 1, 10000, 1, 10000},
     {row_index("blocked_64x128x8"), kBlockedFlopPerNs * 120 / 100, 0, 1, 0, 3, 0, kLoneBlockShare},
