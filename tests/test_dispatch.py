@@ -612,15 +612,19 @@ def test_fp32_few_rows():
 
 def test_fp32_one_row_into_many_columns():
     """One row of x @ W.t() over K <= 1024 into enough columns for a gemv_split block an SM (a language model's
-    head): gemv_split unsplit, not a warp per column; longer K and fewer columns stay on gemv. gemv_split's
-    blocks that fill 90% of a round (two an SM) are not split: 16 rows into 32000 columns, 250 blocks."""
+    head), and up to 7 rows where N >= 2K (fewer than gemv_split's split rule takes): gemv_split unsplit, not a
+    warp per column; longer K and fewer columns stay on gemv. gemv_split's blocks that fill 90% of a round (two
+    an SM) are not split: 16 rows into 32000 columns, 250 blocks."""
     f32 = torch.float32
-    for K, N in ((768, 50257), (768, 32000), (1024, 16896)):
-        e = explain_described(*linear(1, K, N, f32), **H200)
-        assert e.kernel == "gemv_split_16x128x256" and "one row over K <= 1024" in e.reason, (K, N, e)
-        assert e.details.get("split_k", 1) == (1 if N >= 30464 else 2), (K, N, e)
-    for K, N in ((2048, 32000), (1025, 50257), (768, 16768), (768, 3072)):
-        assert explain_described(*linear(1, K, N, f32), **H200).kernel == "gemv_16x8", (K, N)
+    for M in (1, 2, 4, 7):
+        for K, N in ((768, 50257), (768, 32000), (1024, 16896)):
+            e = explain_described(*linear(M, K, N, f32), **H200)
+            assert e.kernel == "gemv_split_16x128x256" and "fewer rows than gemv_split's split rule" in e.reason, (
+                M, K, N, e)
+            assert e.details.get("split_k", 1) == (1 if N >= 30464 else 2), (M, K, N, e)
+    for M in (1, 2, 4):
+        for K, N in ((2048, 32000), (1025, 50257), (768, 16768), (768, 3072)):
+            assert explain_described(*linear(M, K, N, f32), **H200).kernel == "gemv_16x8", (M, K, N)
     for K in (768, 4096):
         e = explain_described(*linear(16, K, 32000, f32), **H200)
         assert e.kernel == "gemv_split_16x128x256" and e.details.get("split_k", 1) == 1, (K, e)

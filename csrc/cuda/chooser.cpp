@@ -714,15 +714,19 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   // Where gemv_split's blocks would leave SMs idle (a short K or few columns): a warp per column up to 8 rows, or
   // 16 where K <= 1024 (a warp's rows x K is its serial work); the tile rows above (H100: 16x3072x768 0.018 ms on
   // blocked_64x128x8 vs 0.029 here, 16x4096x1024 0.026 vs 0.038).
-  // One row over K <= 1024 where gemv_split's blocks, unsplit, give every SM one: each of its warps holds 16
-  // columns, a warp of gemv one, and gemv's warps, a short K each, did not keep W streaming (H200, W cold, under
-  // CUDA graphs, us: 1x768x32000 26.8 vs 45.9 on gemv_16x8, 1x768x50257 43.3 vs 69.5, 1x1024x32000 34.6 vs 39.7,
-  // 1x1024x50257 55.1 vs 58.6; cuBLAS 26.0, 38.2, 33.2, 49.7; even from K = 2048).
-  if (k_cont && fp32 && aligned && p.M == 1 && p.K <= 1024 && p.batch == 1 && tiles(p, kGemvSplit) >= sms) {
-    ch = pick(kGemvSplit, "fp32, one row over K <= 1024 (x @ W.t()) with enough columns for a gemv_split block an "
-                          "SM: a warp holds 16 columns where gemv's holds one (H200, W cold, per call under CUDA "
-                          "graphs: 1x768x32000 0.0268 ms vs 0.0459 for gemv_16x8, 1x1024x50257 0.0551 vs 0.0586; "
-                          "cuBLAS 0.0260, 0.0497)");
+  // Fewer rows than the rule above splits (one; up to 7 where N >= 2K; TF32's tiles aside) over K <= 1024 where
+  // gemv_split's blocks, unsplit, give every SM one: each of its warps holds 16 columns, a warp of gemv one, and
+  // gemv's warps, a short K each, did not keep W streaming (H200, W cold, under CUDA graphs, us: 1x768x32000 26.8
+  // vs 45.9 on gemv_16x8, 1x768x50257 43.3 vs 69.5, 1x1024x32000 34.6 vs 39.7, 1x1024x50257 55.1 vs 58.6; cuBLAS
+  // 26.0, 38.2, 33.2, 49.7; even from K = 2048). Two and four rows alike (kernel durations over a CUDA graph, W cold, us: 2x768x50257
+  // 46.8 vs 70.9 on gemv_16x8, 4x768x50257 56.8 vs 76.1; cuBLAS 43.4, 57.4).
+  if (k_cont && fp32 && aligned && !tf32_decode_tiles && p.M < split_from && p.K <= 1024 && p.batch == 1 &&
+      tiles(p, kGemvSplit) >= sms) {
+    ch = pick(kGemvSplit, "fp32, fewer rows than gemv_split's split rule takes, over K <= 1024 (x @ W.t()), with "
+                          "enough columns for a gemv_split block an SM: a warp holds 16 columns where gemv's holds "
+                          "one (H200, W cold, per call under CUDA graphs: 1x768x32000 0.0268 ms vs 0.0459 for "
+                          "gemv_16x8, 1x1024x50257 0.0551 vs 0.0586, 2x768x50257 0.0468 vs 0.0709; cuBLAS 0.0260, "
+                          "0.0497, 0.0434)");
     if (ch.cfg) return ch;
   }
   const bool gemv_for_split = p.M <= 8 || (p.M <= 16 && p.K <= 1024);
