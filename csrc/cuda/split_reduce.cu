@@ -113,20 +113,19 @@ void launch_reduce(const GemmProblem& p, const float* slabs, int splits, cudaStr
 
 }  // namespace
 
-// Which way adds the slices. The second pass is a launch plus the slices' kernel writing s fp32 slabs of the
-// whole output and the pass reading them: ~2 us + 8 s M N bytes at ~6 TB/s (H200, bf16, dY^T X 768x12608x768
-// in 3 slices of 128x128 tiles: the pass 4.3 us of 31.2). The kernel's way costs a memset of the tiles'
-// counters (~0.8 us) and, per slice past the first, a chain of latencies (the slice's stores, its fence, the
-// count, slice 0's poll: ~1 us) plus slice 0's block reading the tile at ~100 B/ns. The latency was first put at
-// ~3 us, which kept every 64- and 128-row tile on the second pass (or on a cluster, below); each way forced on
-// every split pick of the suites and the models (H200, bf16/fp16/TF32, kernel durations over a CUDA graph, W cold) put it
-// nearer 1 us: with it the kernel's way took 30 products, all faster (1304.0 -> 1242.7 us in all), e.g. (us, in
-// the kernel / before) dY^T X 768x4096x768 in 3 slices of 128x128 15.62 / 17.23 (second pass), 768x12608x768
-// 30.44 / 33.30, dY @ W 32x14336x4096 in 2 of 64x64 32.87 / 35.63 (cluster), TF32 x @ W.t() 128x4096x4096 in 2
-// of 64x128 24.61 / 27.15 (second pass). At 0.4 us it also took products where it measured slower: 128x64 tiles
-// in 4 slices (x @ W.t() 128x5632x2048 13.47 / 12.79) and 128x128 in 3 over a long K (dY @ W 128x32000x4096
-// 79.97 / 76.95). Earlier, H200 2304x12608x768 in 2 slices of 128x256 69.1 / 75.1 us, 768x12608x768 in 7 slices of
-// 128x256 35.4 / 31.3.
+// Which way adds the slices. The second pass is a launch plus the slices' kernel writing s fp32 slabs of the whole
+// output and the pass reading them: ~2 us + 8 s M N bytes at ~6 TB/s (H200, bf16, dY^T X 768x12608x768 in 3 slices
+// of 128x128 tiles: the pass 4.3 us of 31.2). The kernel's way costs a memset of the tiles' counters (~0.8 us) and,
+// per slice past the first, a chain of latencies (the slice's stores, its fence, the count, slice 0's poll: ~1 us)
+// plus slice 0's block reading the tile at ~100 B/ns. The latency was first put at ~3 us, which kept every 64- and
+// 128-row tile on the second pass (or on a cluster, below); each way forced on every split pick of the suites and
+// the models (H200, bf16/fp16/TF32, kernel durations over a CUDA graph, W cold) put it nearer 1 us: with it the
+// kernel's way took 30 products, all faster (1304.0 -> 1242.7 us in all), e.g. (us, in the kernel / before) dY^T X
+// 768x4096x768 in 3 slices of 128x128 15.62 / 17.23 (second pass), 768x12608x768 30.44 / 33.30, dY @ W 32x14336x4096
+// in 2 of 64x64 32.87 / 35.63 (cluster), TF32 x @ W.t() 128x4096x4096 in 2 of 64x128 24.61 / 27.15 (second pass). At
+// 0.4 us it also took products where it measured slower: 128x64 tiles in 4 slices (x @ W.t() 128x5632x2048 13.47 /
+// 12.79) and 128x128 in 3 over a long K (dY @ W 128x32000x4096 79.97 / 76.95). Earlier, H200 2304x12608x768 in 2
+// slices of 128x256 69.1 / 75.1 us, 768x12608x768 in 7 slices of 128x256 35.4 / 31.3.
 constexpr double kSecondPassNs = 2000, kSecondPassBytesPerNs = 6000, kHandOverZeroNs = 800,
                  kHandOverSliceNs = 1000, kHandOverBytesPerNs = 100;
 // A 64x64 half tile's 16 KB of sums hand over faster: forced through global memory, its slices cost ~0.25 us each
