@@ -632,6 +632,31 @@ def test_fp32_one_row_into_many_columns():
     assert e.kernel == "gemv_split_16x128x256" and e.details["split_k"] == 3, e
 
 
+def test_fp32_long_k_into_few_columns():
+    """A long K into few columns (fewer gemv blocks of 8 columns than SMs) of up to 8 rows of x @ W.t(): K split
+    over gemv_split blocks, every SM one at least, in gemv_split's own count, not gemv's warp a column walking all
+    of K; where gemv_split's blocks would not cover the SMs (short K), gemv stays. Under TF32 the rule only takes
+    what gemv would (8 rows stay on the tensor-core rows)."""
+    f32 = torch.float32
+    for M in (1, 2, 4, 8):
+        for K, N, slices in ((65536, 64, 256), (131072, 128, 256), (32768, 256, 128)):
+            e = explain_described(*linear(M, K, N, f32), **H200)
+            assert e.kernel == "gemv_split_16x128x256" and e.details["split_k"] == slices, (M, K, N, e)
+            # From 2 rows, 512 blocks of 131072x128 already make gemv_split's two an SM (its split rule).
+            assert ("over a long K into fewer gemv blocks" in e.reason) == (M == 1 or K != 131072), (M, K, N, e)
+    for K, N in ((4096, 1024), (3072, 768), (768, 768), (4096, 4096)):
+        assert explain_described(*linear(1, K, N, f32), **H200).kernel == "gemv_16x8", (K, N)
+
+
+def test_fp32_long_k_into_few_columns_under_tf32(high):
+    """test_fp32_long_k_into_few_columns under TF32: up to 4 rows (what gemv would take) go to gemv_split, 8 rows
+    keep the tensor-core rows."""
+    f32 = torch.float32
+    for M in (1, 2, 4):
+        assert explain_described(*linear(M, 65536, 64, f32), **H200).kernel == "gemv_split_16x128x256", M
+    assert explain_described(*linear(8, 65536, 64, f32), **H200).kernel != "gemv_split_16x128x256"
+
+
 def test_fp32_few_rows_under_tf32(high):
     """test_fp32_few_rows' limits under TF32: on sm_90, 2 to 64 rows of x @ W.t() into 2048 columns or more
     of a weight of 2^23 elements or more take the 64x128 TF32 wgmma tiles (a 50257-column head too, whose 393

@@ -718,8 +718,8 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   // gemv_split's blocks, unsplit, give every SM one: each of its warps holds 16 columns, a warp of gemv one, and
   // gemv's warps, a short K each, did not keep W streaming (H200, W cold, under CUDA graphs, us: 1x768x32000 26.8
   // vs 45.9 on gemv_16x8, 1x768x50257 43.3 vs 69.5, 1x1024x32000 34.6 vs 39.7, 1x1024x50257 55.1 vs 58.6; cuBLAS
-  // 26.0, 38.2, 33.2, 49.7; even from K = 2048). Two and four rows alike (kernel durations over a CUDA graph, W cold, us: 2x768x50257
-  // 46.8 vs 70.9 on gemv_16x8, 4x768x50257 56.8 vs 76.1; cuBLAS 43.4, 57.4).
+  // 26.0, 38.2, 33.2, 49.7; even from K = 2048). Two and four rows alike (kernel durations over a CUDA graph,
+  // W cold, us: 2x768x50257 46.8 vs 70.9 on gemv_16x8, 4x768x50257 56.8 vs 76.1; cuBLAS 43.4, 57.4).
   if (k_cont && fp32 && aligned && !tf32_decode_tiles && p.M < split_from && p.K <= 1024 && p.batch == 1 &&
       tiles(p, kGemvSplit) >= sms) {
     ch = pick(kGemvSplit, "fp32, fewer rows than gemv_split's split rule takes, over K <= 1024 (x @ W.t()), with "
@@ -730,7 +730,23 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     if (ch.cfg) return ch;
   }
   const bool gemv_for_split = p.M <= 8 || (p.M <= 16 && p.K <= 1024);
-  if (k_cont && fp32 && (split_rows_ok ? gemv_for_split : p.M <= gemv_rows)) {
+  const bool gemv_takes = k_cont && fp32 && (split_rows_ok ? gemv_for_split : p.M <= gemv_rows);
+  // Of what the gemv rule below takes, a long K into few columns (a reduction: 1x65536x64): gemv's blocks of 8
+  // columns, fewer than the SMs, walk all of K, a warp a column; gemv_split's slices of K give every SM a block at
+  // least, though not the two the rule above asks for. H200, kernel durations over a CUDA graph, W cold, us,
+  // gemv_16x8 -> gemv_split_16x128x256 in its slice count (cuBLAS): fp32 1x65536x64 84.6 -> 11.9 (11.1),
+  // 1x131072x128 166.8 -> 23.3 (23.5), 1x32768x256 44.5 -> 14.5 (15.2), 8x65536x64 276.5 -> 21.0 (28.0); the 16
+  // products of 1 to 8 rows of the listings, fp32 and TF32, 1866.5 -> 271.1 us in all, every one faster (under TF32
+  // the tensor-core rows keep 8 rows: 8x65536x64 14.4 there against 21.1 here). Where gemv_split would not give every SM a block, gemv stays
+  // (fp32 1x4096x1024 8.7 against 10.8 in 16 slices, 1x3072x768 6.5 against 9.7).
+  if (gemv_takes && aligned && p.batch == 1 && tiles(p, kGemv) < sms && gemv_split_blocks(split16, p) >= sms) {
+    ch = pick(kGemvSplit, "fp32, few rows of x @ W.t() over a long K into fewer gemv blocks than SMs: K split over "
+                          "gemv_split blocks, at least one an SM (H200, W cold, per call under CUDA graphs: "
+                          "1x65536x64 0.0119 ms vs 0.0846 for gemv_16x8, 1x131072x128 0.0233 vs 0.1668; cuBLAS "
+                          "0.0111, 0.0235)");
+    if (ch.cfg) return ch;
+  }
+  if (gemv_takes) {
     ch = pick(kGemv, !split_rows_ok
                          ? "fp32, M <= 16 with k-contiguous operands (x @ W.t()): a warp per output column streams W "
                            "once (H200: 1x4096x4096 0.031 ms vs 0.187 for blocked_k16_64x64x16, 16x14336x4096 0.330 "
