@@ -224,11 +224,6 @@ def test_192x192_not_where_it_needs_more():
     assert explain_described(*mm(4096, 2048, 5632), **A100).kernel != "hopper_m192_192x192x64"
 
 
-def weight_grad(M, K, N, dtype=BF16):
-    """A Linear's weight gradient dY^T @ X as autograd runs it: dY (K, M) and X (K, N) row-major."""
-    return torch.empty(K, M, dtype=dtype).t(), torch.empty(K, N, dtype=dtype)
-
-
 @pytest.mark.parametrize("M,K,N", [(3072, 12608, 768), (768, 12608, 3072)])
 def test_192x192_in_two_slices_for_long_k_weight_gradients(M, K, N):
     """ViT-B/16's MLP weight gradients at batch 64 (3072 x 768 over 12608 tokens): 64 tiles of 192x192
@@ -655,6 +650,22 @@ def test_fp32_long_k_into_few_columns_under_tf32(high):
     for M in (1, 2, 4):
         assert explain_described(*linear(M, 65536, 64, f32), **H200).kernel == "gemv_split_16x128x256", M
     assert explain_described(*linear(8, 65536, 64, f32), **H200).kernel != "gemv_split_16x128x256"
+
+
+def test_fp32_short_k_weight_gradients_on_k16():
+    """fp32 with K <= 128 and M >= 64 where blocked_64x128x8's tiles are no more than the SMs or three to four an
+    SM (K >= 16 there): blocked_k16_64x64x16; whole rounds of three (216, 288 tiles), larger outputs, K below 16 at
+    three to four an SM, and outputs less than a tile high keep the estimate's pick."""
+    f32 = torch.float32
+    for M, K, N in ((2048, 128, 2048), (768, 128, 768), (768, 2, 768), (4096, 16, 1024), (1000, 64, 768)):
+        e = explain_described(*weight_grad(M, K, N, f32), **H200)
+        assert e.kernel == "blocked_k16_64x64x16" and "K <= 128 and M >= 64" in e.reason, (M, K, N, e)
+        assert e.details.get("split_k", 1) == 1, (M, K, N, e)
+    for M, K, N in ((2304, 128, 768), (3072, 128, 768), (4096, 128, 4096), (1024, 8, 4096), (2048, 256, 2048)):
+        assert "K <= 128 and M >= 64" not in explain_described(*weight_grad(M, K, N, f32), **H200).reason, (M, K, N)
+    # dY @ W of 16 rows into 65536 columns over K = 64 (512 tiles, but less than a tile high).
+    dy, w = torch.empty(16, 64, dtype=f32), torch.empty(64, 65536, dtype=f32)
+    assert explain_described(dy, w, **H200).kernel == "blocked_64x128x8"
 
 
 def test_fp32_few_rows_under_tf32(high):

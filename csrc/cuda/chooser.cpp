@@ -47,7 +47,8 @@ constexpr int kGemv = row_index("gemv_16x8"), kGemvMma = row_index("gemv_mma_16x
               kGemvSplit = row_index("gemv_split_16x128x256"), kGemvSplitM32 = row_index("gemv_split_m32_32x128x256"),
               kGemvSplitRowB = row_index("gemv_split_rowb_16x1024x64"),
               kNaive16 = row_index("naive_16x16");
-constexpr int kBlockedM32 = row_index("blocked_m32_32x128x16");
+constexpr int kBlockedM32 = row_index("blocked_m32_32x128x16"), kBlocked64 = row_index("blocked_64x128x8"),
+              kBlockedK16 = row_index("blocked_k16_64x64x16");
 constexpr int kTiled32 = row_index("tiled_32x32x32"), kTiled16 = row_index("tiled_16x16x16"),
               kTiled8 = row_index("tiled_8x8x8");
 
@@ -187,7 +188,8 @@ constexpr double kLoneStreamShare = 0.75;
 // 1.5 TB/s moved 107, the split decode and 128-token products to half the slices of k16 and slower (x @ W.t()
 // 128x2048x2048 64x128 in 8 slices 35.0 -> k16 in 4 39.9; 3235 -> 3262 us on the 80 measured). What a block of
 // either row costs besides its k-steps depends on how many an SM holds and what they store; a model of it is
-// still to be written.
+// still to be written. Until then the fp32 rule sends the short-K products where k16 measured faster to it
+// before asking est_ns (choose_row, "K <= 128 and M >= 64").
 constexpr RowPace kRowPaces[] = {
     {row_index("blocked_wide_128x256x8"), kBlockedFlopPerNs * 125 / 100, 0, 1, 0, 1, 10000, 1, 10000},
     {row_index("blocked_64x128x8"), kBlockedFlopPerNs * 120 / 100, 0, 1, 0, 3, 0, kLoneBlockShare},
@@ -1192,6 +1194,26 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   // 128x14336x4096 0.397 vs 0.507, K-heavy 256x32768x256 0.111 vs 0.137), unless padding eats it
   // (N = 64: 64x65536x64 0.029 on 64x64 vs 0.039 on 64x128).
   if (p.dtype == c10::ScalarType::Float) {
+    // A short K (at most 128: weight gradients over 128 tokens, dY^T X) where blocked_64x128x8's tiles are no more
+    // than the SMs (each block alone on its SM) or three to four an SM (three run at once, the fourth alone after
+    // them): blocked_k16_64x64x16's half-size blocks, four an SM, share the SMs better, and est_ns, which charges
+    // each block its fixed cost in turn, does not see it (its re-fits lost elsewhere: kRowPaces' comment). H200,
+    // fp32, kernel durations over a CUDA graph, W cold, us, 64x128 / k16 (cuBLAS): 72 tiles 768x128x768 11.7 / 9.6
+    // (8.7), 768x16x768 5.7 / 3.9 (3.3); 512 tiles 2048x128x2048 36.4 / 32.1 (26.8), 1024x64x4096 22.9 / 20.7
+    // (17.0), 4096x16x1024 12.0 / 10.6 (9.8); the 24 products of the suites and models it moves, 394.1 -> 345.5 us
+    // in all, none slower. Where 64x128's blocks make whole rounds of three, or the output is large, it stays (216
+    // and 288 tiles: 0.93-1.08; 1024: 1.01-1.53), and so it does below k16's k-step where the stores bind (512
+    // tiles, K <= 8: 1.02-1.27) and for outputs less than a tile high (dY @ W of 2 to 32 rows into 65536 columns
+    // over K = 64: 19.2-23.2 against 22.6-25.6).
+    const int64_t t64 = tiles(p, kConfigs[kBlocked64]);
+    if (p.K <= 128 && p.M >= 64 && (t64 <= sms || (3 * sms < t64 && t64 <= 4 * sms && p.K >= 16))) {
+      ch = pick(kBlockedK16, "fp32, K <= 128 and M >= 64 where blocked_64x128x8's " + std::to_string(t64) +
+                                 " tiles are " + (t64 <= sms ? "no more than the SMs" : "three to four an SM") +
+                                 ": half-size 64x64 blocks, four an SM, share the SMs better (H200: weight gradient "
+                                 "2048x128x2048 0.0321 ms vs 0.0364, 768x128x768 0.0096 vs 0.0117; cuBLAS 0.0268, "
+                                 "0.0087)");
+      if (ch.cfg) return ch;
+    }
     const KernelConfig* best = nullptr;
     double best_ns = 0;
     for (const RowPace& r : kRowPaces) {
