@@ -261,9 +261,9 @@ def test_chooser_picks_lines_match_explain_described(tmp_path):
         e = tilelab_torch.explain_described(a, b, **H200)
         key = f"skinny llama3-8b.decode.mlp_up linear_nobias bf16 {product} {shape}"
         s = e.details.get("split_k", 1)
-        way = f"/{chooser_picks.split_way(e.reason)}" if s > 1 else ""
+        way = f"/{chooser_picks.split_way(e.details)}" if s > 1 else ""
         assert by_key[key] == [e.kernel, f"s{s}{way}"], (key, e)
-    # a split pick names how its slices are added, as its reason says
+    # a split pick names how its slices are added, as explain's details say
     splits = [parts[7] for parts in lines if parts[7] != "s1"]
     assert splits and all(p.split("/")[1] in picks_ab.WAYS for p in splits), splits
     assert "skinny rows.24x4096x14336 linear_nobias bf16 fwd 1x24x4096x14336" in by_key

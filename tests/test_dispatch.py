@@ -235,8 +235,8 @@ def test_192x192_in_two_slices_for_long_k_weight_gradients(M, K, N):
 
 
 def test_split_reduce_hook(high):
-    """_set_split_reduce forces where the slices are added (the reason says which), and rejects other
-    values; None goes back to the cost: the kernel's way through global memory for the MLP weight
+    """_set_split_reduce forces where the slices are added (the reason and details["split_reduce"] say which),
+    and rejects other values; None goes back to the cost: the kernel's way through global memory for the MLP weight
     gradient's 2 slices of 192x192, a decode product's 2 slices of 64x64 and a 128-token product's 5
     (a 64x64 tile's 16 KB of sums hands over at ~0.25 us a slice), the second pass for 2 slices of
     64x128 TF32 tiles holding 16 rows (tiles less than half full). "kernel" takes the second pass where
@@ -249,14 +249,15 @@ def test_split_reduce_hook(high):
     assert "added in the kernel in a fixed order" in e.reason, e
     e = explain_described(*linear(128, 3072, 768), **H200)
     assert e.kernel == "hopper_m64_64x64x64" and e.details["split_k"] == 5, e
-    assert "added in the kernel in a fixed order" in e.reason, e
+    assert "added in the kernel in a fixed order" in e.reason and " split-K x5 (kernel) " in str(e), e
     for how, says in (("pass", "reduced by a second pass"), ("kernel", "added in the kernel in a fixed order")):
         torch.ops.tilelab._set_split_reduce(how)
         try:
-            assert says in explain_described(*dw, **H200).reason, how
-            assert says in explain_described(*decode, **H200).reason, how
+            for e in (explain_described(*dw, **H200), explain_described(*decode, **H200)):
+                assert says in e.reason and e.details["split_reduce"] == how, (how, e)
         finally:
             torch.ops.tilelab._set_split_reduce(None)
+    assert explain_described(*linear(4096, 4096, 4096), **H200).details["split_reduce"] is None  # unsplit
     k_heavy = linear(64, 65536, 64)  # one 64x64 tile, 1024 k-steps
     torch.ops.tilelab._set_split_reduce("kernel")
     try:

@@ -349,7 +349,8 @@ class Explanation:
         d = self.details
         where = d.get("device_name", d.get("device"))
         batch = f"{d['batch']}x" if d.get("batch", 1) > 1 else ""
-        split = f" split-K x{d['split_k']}" if d.get("split_k", 1) > 1 else ""
+        way = f" ({d['split_reduce']})" if d.get("split_reduce") else ""
+        split = f" split-K x{d['split_k']}{way}" if d.get("split_k", 1) > 1 else ""
         return (f"{batch}{d['M']}x{d['N']}x{d['K']} {d['dtype']} on {d.get('device')} ({where}): "
                 f"{self.kernel}{split} -- {self.reason}")
 

@@ -96,20 +96,19 @@ def problems(suites: list[str], dtypes: list[str], training: bool, rows: list[in
 WAYS = ("kernel", "pass")  # how a split pick's slices are added: _set_split_reduce's values
 
 
-def split_way(reason: str) -> str:
-    """How a split pick's slices are added, from its reason: one of WAYS."""
-    if "added in the kernel" in reason:
-        return "kernel"
-    if "reduced by a second pass" in reason:
-        return "pass"
-    raise ValueError(f"a split pick whose reason does not say how its slices are added: {reason!r}")
+def split_way(details: dict) -> str:
+    """How a split pick's slices are added (explain's details["split_reduce"]): one of WAYS."""
+    way = details.get("split_reduce")
+    if way not in WAYS:
+        raise ValueError(f"a split pick whose details do not say how its slices are added: {details!r}")
+    return way
 
 
 def pick(p: Problem, gpu: dict) -> str:
     common.set_precision(p.dtype)
     e = tilelab_torch.explain_described(p.a, p.b, **gpu)
     splits = e.details.get("split_k", 1)
-    return f"{e.kernel} s{splits}" + (f"/{split_way(e.reason)}" if splits > 1 else "")
+    return f"{e.kernel} s{splits}" + (f"/{split_way(e.details)}" if splits > 1 else "")
 
 
 def read(path: str) -> dict[str, str]:

@@ -165,6 +165,8 @@ std::string explain_json(const GemmProblem& p, const Choice& choice, const Devic
      << ", \"M\": " << p.M << ", \"N\": " << p.N << ", \"K\": " << p.K
      << ", \"dtype\": \"" << dtype_str(p.dtype) << "\", \"a_layout\": \"" << layout_name(p.a, true)
      << "\", \"b_layout\": \"" << layout_name(p.b, false) << "\", \"split_k\": " << choice.splits
+     << ", \"split_reduce\": "
+     << (choice.splits <= 1 ? "null" : choice.reduce == SplitWay::Kernel ? "\"kernel\"" : "\"pass\"")
      << ", \"reason\": \"" << json_escape(choice.reason)
      << "\"}";
   return os.str();
