@@ -629,19 +629,22 @@ def test_fp32_one_row_into_many_columns():
 
 
 def test_fp32_long_k_into_few_columns():
-    """A long K into few columns (fewer gemv blocks of 8 columns than SMs) of up to 8 rows of x @ W.t(): K split
-    over gemv_split blocks, every SM one at least, in gemv_split's own count, not gemv's warp a column walking all
-    of K; where gemv_split's blocks would not cover the SMs (short K), gemv stays. Under TF32 the rule only takes
-    what gemv would (8 rows stay on the tensor-core rows)."""
+    """A long K into few columns (fewer gemv blocks of 8 columns than SMs, or K >= 8192 and >= 2N) of up to 8
+    rows of x @ W.t(): K split over gemv_split blocks, every SM one at least, in gemv_split's own count, not
+    gemv's warp a column walking all of K; where gemv_split's blocks would not cover the SMs (short K), or N >= K,
+    gemv stays. Under TF32 the rule only takes what gemv would (8 rows stay on the tensor-core rows)."""
     f32 = torch.float32
     for M in (1, 2, 4, 8):
         for K, N, slices in ((65536, 64, 256), (131072, 128, 256), (32768, 256, 128)):
             e = explain_described(*linear(M, K, N, f32), **H200)
             assert e.kernel == "gemv_split_16x128x256" and e.details["split_k"] == slices, (M, K, N, e)
             # From 2 rows, 512 blocks of 131072x128 already make gemv_split's two an SM (its split rule).
-            assert ("over a long K into fewer gemv blocks" in e.reason) == (M == 1 or K != 131072), (M, K, N, e)
-    for K, N in ((4096, 1024), (3072, 768), (768, 768), (4096, 4096)):
+            assert ("few rows of x @ W.t() over a long K" in e.reason) == (M == 1 or K != 131072), (M, K, N, e)
+    for K, N in ((4096, 1024), (3072, 768), (768, 768), (4096, 4096), (8192, 8192), (4096, 14336)):
         assert explain_described(*linear(1, K, N, f32), **H200).kernel == "gemv_16x8", (K, N)
+    # K of 8192 or more and at least 2N: its warps walk K alone (Llama-3-8B's mlp_down at one row).
+    e = explain_described(*linear(1, 14336, 4096, f32), **H200)
+    assert e.kernel == "gemv_split_16x128x256" and e.details["split_k"] == 8, e
 
 
 def test_fp32_long_k_into_few_columns_under_tf32(high):

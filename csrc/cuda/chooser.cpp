@@ -738,14 +738,18 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   // least, though not the two the rule above asks for. H200, kernel durations over a CUDA graph, W cold, us,
   // gemv_16x8 -> gemv_split_16x128x256 in its slice count (cuBLAS): fp32 1x65536x64 84.6 -> 11.9 (11.1),
   // 1x131072x128 166.8 -> 23.3 (23.5), 1x32768x256 44.5 -> 14.5 (15.2), 8x65536x64 276.5 -> 21.0 (28.0); the 16
-  // products of 1 to 8 rows of the listings, fp32 and TF32, 1866.5 -> 271.1 us in all, every one faster (under TF32
-  // the tensor-core rows keep 8 rows: 8x65536x64 14.4 there against 21.1 here). Where gemv_split would not give every SM a block, gemv stays
-  // (fp32 1x4096x1024 8.7 against 10.8 in 16 slices, 1x3072x768 6.5 against 9.7).
-  if (gemv_takes && aligned && p.batch == 1 && tiles(p, kGemv) < sms && gemv_split_blocks(split16, p) >= sms) {
-    ch = pick(kGemvSplit, "fp32, few rows of x @ W.t() over a long K into fewer gemv blocks than SMs: K split over "
-                          "gemv_split blocks, at least one an SM (H200, W cold, per call under CUDA graphs: "
-                          "1x65536x64 0.0119 ms vs 0.0846 for gemv_16x8, 1x131072x128 0.0233 vs 0.1668; cuBLAS "
-                          "0.0111, 0.0235)");
+  // products of 1 to 8 rows of the listings, fp32 and TF32, 1866.5 -> 271.1 us in all, every one faster (under
+  // TF32 the tensor-core rows keep 8 rows: 8x65536x64 14.4 there against 21.1 here). Where gemv_split would not
+  // give every SM a block, gemv stays (fp32 1x4096x1024 8.7 against 10.8 in 16 slices, 1x3072x768 6.5 against
+  // 9.7). A K of 8192 or more and at least twice N, whose warps each walk it alone, is split too: fp32
+  // 1x14336x4096 63.8 -> 60.1 in 8 slices, TF32 63.6 -> 60.6 (cuBLAS 56.3, 56.1); where N >= K gemv stays
+  // (1x8192x8192 65.5 against 68.4 in 4 slices, 1x4096x14336 59.2 against 61.9 in 2).
+  const bool long_k = tiles(p, kGemv) < sms || (p.K >= 8192 && p.K >= 2 * p.N);
+  if (gemv_takes && aligned && p.batch == 1 && long_k && gemv_split_blocks(split16, p) >= sms) {
+    ch = pick(kGemvSplit, "fp32, few rows of x @ W.t() over a long K (into fewer gemv blocks than SMs, or K >= "
+                          "8192 and >= 2N): K split over gemv_split blocks, at least one an SM (H200, W cold, per call "
+                          "under CUDA graphs: 1x65536x64 0.0119 ms vs 0.0846 for gemv_16x8, 1x14336x4096 0.0601 vs "
+                          "0.0638; cuBLAS 0.0111, 0.0563)");
     if (ch.cfg) return ch;
   }
   if (gemv_takes) {
