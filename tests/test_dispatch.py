@@ -659,7 +659,7 @@ def test_fp32_long_k_into_few_columns_under_tf32(high):
 def test_fp32_short_k_weight_gradients_on_k16():
     """fp32 with K <= 128 and M >= 64 where blocked_64x128x8's tiles are no more than the SMs or three to four an
     SM (K >= 16 there): blocked_k16_64x64x16; whole rounds of three (216, 288 tiles), larger outputs, K below 16 at
-    three to four an SM, and outputs less than a tile high keep the estimate's pick."""
+    three to four an SM, outputs less than a tile high and batches keep the estimate's pick."""
     f32 = torch.float32
     for M, K, N in ((2048, 128, 2048), (768, 128, 768), (768, 2, 768), (4096, 16, 1024), (1000, 64, 768)):
         e = explain_described(*weight_grad(M, K, N, f32), **H200)
@@ -670,6 +670,8 @@ def test_fp32_short_k_weight_gradients_on_k16():
     # dY @ W of 16 rows into 65536 columns over K = 64 (512 tiles, but less than a tile high).
     dy, w = torch.empty(16, 64, dtype=f32), torch.empty(64, 65536, dtype=f32)
     assert explain_described(dy, w, **H200).kernel == "blocked_64x128x8"
+    # A batch (not measured) keeps the estimate.
+    assert "K <= 128 and M >= 64" not in explain_described(*mm(768, 128, 768, f32, batch=2), **H200).reason
 
 
 def test_fp32_few_rows_under_tf32(high):

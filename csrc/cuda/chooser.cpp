@@ -1204,13 +1204,13 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // each block its fixed cost in turn, does not see it (its re-fits lost elsewhere: kRowPaces' comment). H200,
     // fp32, kernel durations over a CUDA graph, W cold, us, 64x128 / k16 (cuBLAS): 72 tiles 768x128x768 11.7 / 9.6
     // (8.7), 768x16x768 5.7 / 3.9 (3.3); 512 tiles 2048x128x2048 36.4 / 32.1 (26.8), 1024x64x4096 22.9 / 20.7
-    // (17.0), 4096x16x1024 12.0 / 10.6 (9.8); the 24 products of the suites and models it moves, 394.1 -> 345.5 us
+    // (17.0), 4096x16x1024 12.0 / 10.6 (9.8); the 24 products of the suites and models it moves, 394.2 -> 345.5 us
     // in all, none slower. Where 64x128's blocks make whole rounds of three, or the output is large, it stays (216
     // and 288 tiles: 0.93-1.08; 1024: 1.01-1.53), and so it does below k16's k-step where the stores bind (512
     // tiles, K <= 8: 1.02-1.27) and for outputs less than a tile high (dY @ W of 2 to 32 rows into 65536 columns
-    // over K = 64: 19.2-23.2 against 22.6-25.6).
+    // over K = 64: 19.2-23.2 against 22.6-25.6). Batches are not measured: they keep the estimate.
     const int64_t t64 = tiles(p, kConfigs[kBlocked64]);
-    if (p.K <= 128 && p.M >= 64 && (t64 <= sms || (3 * sms < t64 && t64 <= 4 * sms && p.K >= 16))) {
+    if (p.K <= 128 && p.M >= 64 && p.batch == 1 && (t64 <= sms || (3 * sms < t64 && t64 <= 4 * sms && p.K >= 16))) {
       ch = pick(kBlockedK16, "fp32, K <= 128 and M >= 64 where blocked_64x128x8's " + std::to_string(t64) +
                                  " tiles are " + (t64 <= sms ? "no more than the SMs" : "three to four an SM") +
                                  ": half-size 64x64 blocks, four an SM, share the SMs better (H200: weight gradient "
