@@ -16,9 +16,9 @@ first). One line a problem:
     <suite> <name> <op> <dtype> <product> <B>x<M>x<K>x<N> <kernel> s<splits>[/<way>]
 
 M x K x N as the suites write them, the product's own (dW: N x M x K); a split pick names the way its
-slices are added (the reason's words): /kernel (in the kernel, through global memory) or /pass (a second
-pass). --diff prints the problems whose pick
-differs and a count per dtype, product and kind of change (row, split count, or the way only).
+slices are added (explain's details["split_reduce"]): /kernel (in the kernel, through global memory) or
+/pass (a second pass). --diff prints the problems whose pick differs and a count per dtype, product and
+kind of change (row, split count, or the way only).
 Needs a CUDA build of tilelab (the dispatcher is part of it), not a GPU.
 """
 from __future__ import annotations

@@ -192,8 +192,8 @@ constexpr double kLoneStreamShare = 0.75;
 // before asking est_ns (choose_row, "K <= 128 and M >= 64").
 constexpr RowPace kRowPaces[] = {
     {row_index("blocked_wide_128x256x8"), kBlockedFlopPerNs * 125 / 100, 0, 1, 0, 1, 10000, 1, 10000},
-    {row_index("blocked_64x128x8"), kBlockedFlopPerNs * 120 / 100, 0, 1, 0, 3, 0, kLoneBlockShare},
-    {row_index("blocked_k16_64x64x16"), kBlockedFlopPerNs, 0, 1, 0, 1, 0, kLoneBlockShare},
+    {kBlocked64, kBlockedFlopPerNs * 120 / 100, 0, 1, 0, 3, 0, kLoneBlockShare},
+    {kBlockedK16, kBlockedFlopPerNs, 0, 1, 0, 1, 0, kLoneBlockShare},
     {kTcTf32_256, 0, kTf32MmaSyncBytesPerNs, 1, 0, 1},
     {kTcTf32_128, 0, kTf32MmaSyncBytesPerNs, 1, 0, 1},
     {kTcTf32_64, 0, kTf32MmaSyncBytesPerNs, kTf32MmaSyncBlocksPerSm, kTf32MmaSyncSmBytesPerNs, 1},
@@ -210,7 +210,7 @@ struct FillRow {
   int row;
   int64_t blocks_per_sm;
 };
-constexpr FillRow kFillRows[] = {{row_index("blocked_m32_32x128x16"), 2}};
+constexpr FillRow kFillRows[] = {{kBlockedM32, 2}};
 
 // Row c's entry in one of the per-row tables above (kRowPaces, kFillRows), or nullptr.
 template <typename Entry, size_t N>
@@ -1209,7 +1209,7 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // and 288 tiles: 0.93-1.08; 1024: 1.01-1.53), and so it does below k16's k-step where the stores bind (512
     // tiles, K <= 8: 1.02-1.27) and for outputs less than a tile high (dY @ W of 2 to 32 rows into 65536 columns
     // over K = 64: 19.2-23.2 against 22.6-25.6). Batches are not measured: they keep the estimate.
-    const int64_t t64 = tiles(p, kConfigs[kBlocked64]);
+    const int64_t t64 = tiles(p, kBlocked64);
     if (p.K <= 128 && p.M >= 64 && p.batch == 1 && (t64 <= sms || (3 * sms < t64 && t64 <= 4 * sms && p.K >= 16))) {
       ch = pick(kBlockedK16, "fp32, K <= 128 and M >= 64 where blocked_64x128x8's " + std::to_string(t64) +
                                  " tiles are " + (t64 <= sms ? "no more than the SMs" : "three to four an SM") +

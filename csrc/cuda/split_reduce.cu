@@ -200,7 +200,7 @@ SplitWay split_reduce_way(const KernelConfig& row, const GemmProblem& p, int64_t
 
 void split_k_gemm(const KernelConfig& row, const GemmProblem& p, SplitWay way) {
   TORCH_CHECK(p.splits > 1 && p.dtype != at::kDouble, "tilelab: split-K needs splits > 1 and a float/half dtype");
-  if (way != SplitWay::Pass) {
+  if (way == SplitWay::Kernel) {
     launch(row, p);  // the kernel adds the slices, then applies bias and activation once
     return;
   }
