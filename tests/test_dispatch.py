@@ -369,6 +369,18 @@ def test_narrow_rows_below_a_wave(operands, M, K, N, row):
     assert explain_described(*operands(M, K - 24, N), **H200).kernel == row
 
 
+def test_gemv_split_slices_fill_one_round():
+    """gemv_split's slice count gives every SM two blocks unless that overfills the round by more than a tenth;
+    then as many as one round holds (8 x 4096x14336: 112 tiles in 2 slices, not 3; 8192x8192: 64 in 4, not 5),
+    while 4096x6144's 48 tiles take 6 slices (288 blocks: a round overfilled by 9%)."""
+    f32 = torch.float32
+    for M, K, N, s in ((8, 4096, 14336, 2), (8, 8192, 8192, 4), (8, 4096, 6144, 6), (2, 8192, 8192, 4)):
+        e = explain_described(*linear(M, K, N, f32), **H200)
+        assert e.kernel == "gemv_split_16x128x256" and e.details.get("split_k", 1) == s, (M, K, N, e)
+    e = explain_described(*linear(8, 4096, 28672, f32), **H200)  # 224 blocks: 85% of a round, unsplit
+    assert e.kernel == "gemv_split_16x128x256" and e.details.get("split_k", 1) == 1, e
+
+
 @pytest.mark.parametrize("operands", [mm, linear], ids=["mm", "linear"])
 @pytest.mark.parametrize("M,K,N", [(1576, 3072, 768), (1576, 768, 768), (1576, 2304, 768), (1200, 2048, 768)])
 def test_swap_ab_for_a_wave_of_72_row_tiles(operands, M, K, N):
@@ -581,9 +593,12 @@ def test_fp32_few_rows():
         e = explain_described(*linear(M, 14336, 4096, f32), **H200)
         assert e.kernel == "gemv_split_m32_32x128x256" and e.details["split_k"] == 4, e
         assert "slices of K of at least 2048" in e.reason and "128 blocks, 1 an SM" in e.reason, e
-    for M, K, N in ((17, 4096, 4096), (24, 4096, 14336), (32, 2048, 5632)):  # slices of 1024; 112 blocks
+    for M, K, N in ((17, 4096, 4096), (32, 2048, 5632)):  # slices of 1024; 112 blocks
         e = explain_described(*linear(M, K, N, f32), **H200)
         assert e.kernel == "gemv_split_16x128x256" and e.details["split_k"] > 1, (M, K, N, e)
+    # 224 blocks, 85% of a round of two an SM: 2 slices would overfill it by 70%, so they stay whole
+    e = explain_described(*linear(24, 4096, 14336, f32), **H200)
+    assert e.kernel == "gemv_split_16x128x256" and e.details.get("split_k", 1) == 1, e
     assert explain_described(*linear(33, 4096, 4096, f32), **H200).kernel.startswith("blocked_")
     # Too few column tiles x slices of K for two gemv_split blocks an SM: a warp per column up to 8 rows (16
     # where K <= 1024), the tile rows above; 2048 x 5632 still fills (44 tiles x 8 slices).
@@ -624,8 +639,9 @@ def test_fp32_one_row_into_many_columns():
     for K in (768, 4096):
         e = explain_described(*linear(16, K, 32000, f32), **H200)
         assert e.kernel == "gemv_split_16x128x256" and e.details.get("split_k", 1) == 1, (K, e)
-    e = explain_described(*linear(16, 4096, 16384, f32), **H200)  # 128 blocks, half a round: split
-    assert e.kernel == "gemv_split_16x128x256" and e.details["split_k"] == 3, e
+    # 128 blocks, half a round: split, into 2 slices (3 would overfill the round by 45%)
+    e = explain_described(*linear(16, 4096, 16384, f32), **H200)
+    assert e.kernel == "gemv_split_16x128x256" and e.details["split_k"] == 2, e
 
 
 def test_fp32_long_k_into_few_columns():

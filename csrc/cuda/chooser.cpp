@@ -327,7 +327,14 @@ int64_t gemv_split_count(const KernelConfig& c, const GemmProblem& p, const Devi
   // us unsplit, 76.0 in 2 slices; 16x4096x32000 203 against 238, cuBLAS 56.2 and 269; H200, W cold, under CUDA
   // graphs).
   if (per_sm > 1 && 10 * blocks >= 9 * per_sm * d.num_sms) return 1;
-  const int64_t want = per_sm == 1 ? d.num_sms / blocks : (per_sm * d.num_sms + blocks - 1) / blocks;
+  // Enough slices for two blocks on every SM, unless that overfills the round by more than a tenth: then the most
+  // that fit in it (H200, fp32 x @ W.t(), kernel durations over a CUDA graph, W cold, us: 8x4096x14336, 112 tiles,
+  // 3 slices 126.5 -> 2 slices 98.0, 16 rows 136.2 -> 111.4; 8x8192x8192, 64 tiles, 5 slices 133.1 -> 4 99.6;
+  // 8x4096x28672, 224 tiles, 2 slices 194.2 -> unsplit 180.6; while 4096x6144's 48 tiles kept 6 slices, 288
+  // blocks: 16 rows 54.9 against 64.4 in 4, 8 rows 47.1 against 54.2).
+  const int64_t places = per_sm * d.num_sms;
+  int64_t want = per_sm == 1 ? d.num_sms / blocks : (places + blocks - 1) / blocks;
+  if (per_sm > 1 && 10 * want * blocks > 11 * places) want = std::max<int64_t>(1, places / blocks);
   return std::max<int64_t>(1, std::min({want, cap, p.K / c.bk}));
 }
 
