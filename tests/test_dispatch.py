@@ -237,7 +237,7 @@ def test_192x192_in_two_slices_for_long_k_weight_gradients(M, K, N):
 def test_split_reduce_hook(high):
     """_set_split_reduce forces where the slices are added (the reason and details["split_reduce"] say which),
     and rejects other values; None goes back to the cost: the kernel's way through global memory for the MLP weight
-    gradient's 2 slices of 192x192, a decode product's 2 slices of 64x64 and a 128-token product's 5
+    gradient's 2 slices of 192x192, a decode product's 2 slices of 64x64 and a 128-token product's 4
     (a 64x64 tile's 16 KB of sums hands over at ~0.25 us a slice), the second pass for 2 slices of
     64x128 TF32 tiles holding 16 rows (tiles less than half full). "kernel" takes the second pass where
     the kernel cannot add the slices: more blocks than one wave."""
@@ -248,8 +248,8 @@ def test_split_reduce_hook(high):
     assert e.kernel == "hopper_m64_64x64x64" and e.details["split_k"] == 2, e
     assert "added in the kernel in a fixed order" in e.reason, e
     e = explain_described(*linear(128, 3072, 768), **H200)
-    assert e.kernel == "hopper_m64_64x64x64" and e.details["split_k"] == 5, e
-    assert "added in the kernel in a fixed order" in e.reason and " split-K x5 (kernel) " in str(e), e
+    assert e.kernel == "hopper_m64_64x64x64" and e.details["split_k"] == 4, e
+    assert "added in the kernel in a fixed order" in e.reason and " split-K x4 (kernel) " in str(e), e
     for how, says in (("pass", "reduced by a second pass"), ("kernel", "added in the kernel in a fixed order")):
         torch.ops.tilelab._set_split_reduce(how)
         try:
@@ -346,7 +346,8 @@ def test_hopper_split_for_few_tiles_over_long_k(M, K, N):
 
 @pytest.mark.parametrize("operands", [mm, linear], ids=["mm", "linear"])
 @pytest.mark.parametrize("M,K,N,row", [
-    (128, 2048, 5632, "hopper_128x64x64"), (128, 5632, 2048, "hopper_128x64x64"), (1024, 1024, 1024, "hopper_128x64x64"),
+    (128, 2048, 5632, "hopper_128x64x64"), (128, 5632, 2048, "hopper_m64_64x64x64"),
+    (1024, 1024, 1024, "hopper_128x64x64"),
     (128, 2048, 2048, "hopper_m64_64x64x64"), (128, 768, 2304, "hopper_m64_64x64x64"),
     (256, 2048, 2048, "hopper_m64_64x64x64"), (128, 3072, 768, "hopper_m64_64x64x64"),
     (512, 2048, 2048, "hopper_128x64x64"), (256, 768, 3072, "hopper_128x64x64")])
@@ -367,6 +368,22 @@ def test_narrow_rows_below_a_wave(operands, M, K, N, row):
     assert explain_described(*operands(M - 24, K, N), **H200).kernel not in narrow
     assert explain_described(*operands(M, K, N - 24), **H200).kernel not in narrow
     assert explain_described(*operands(M, K - 24, N), **H200).kernel == row
+
+
+def test_split_counts_ranked_by_the_way_slices_are_added():
+    """Split counts (and split rows against each other) rank by the way their slices will be added: the kernel's
+    hand-over, cheaper than the second pass, takes 128x14336x4096 to 2 slices of 128x64 (not 3 of 128x128 by the
+    second pass) and 32x4096x1024 to 4 slices of 64x64 (not 6). Whether to split at all still goes by the second
+    pass's estimate: 128x4096x4096 stays on unsplit 64x64 tiles, not 2 slices of 128x64 added in the kernel."""
+    e = explain_described(*linear(128, 14336, 4096), **H200)
+    assert e.kernel == "hopper_128x64x64" and e.details["split_k"] == 2, e
+    assert e.details["split_reduce"] == "kernel", e
+    e = explain_described(*linear(32, 4096, 1024), **H200)
+    assert e.kernel == "hopper_m64_64x64x64" and e.details["split_k"] == 4, e
+    assert e.details["split_reduce"] == "kernel", e
+    for M, K, N in ((128, 4096, 4096), (128, 2048, 2048)):
+        e = explain_described(*linear(M, K, N), **H200)
+        assert e.kernel == "hopper_m64_64x64x64" and e.details.get("split_k", 1) == 1, (M, K, N, e)
 
 
 def test_gemv_split_slices_fill_one_round():

@@ -94,8 +94,8 @@ bool reads_only_its_b(const KernelConfig& c, const GemmProblem& p) {
 // (H100, x @ W.t() 16x14336x4096 in 2 slices: 119 us against 43 estimated a
 // block), so their slices are set by that pace, not by the bandwidth, and with
 // the H100's figure they lost 10-30%. A split adds the reduction: a launch plus writing and
-// reading s fp32 slabs of the output at ~3 TB/s (where the hopper kernel adds
-// the slices itself, split_reduce_way, it costs less). Estimates, not
+// reading s fp32 slabs of the output at ~3 TB/s, or, where the hopper kernel adds the slices
+// itself (split_reduce_way), their hand-over (Adding, estimated_splits). Estimates, not
 // measurements: they only have to rank 1 against s slices where one wave leaves
 // SMs idle (and, for fp32, the blocked rows).
 constexpr double kBlockFixedNs = 2000, kSmBytesPerNs = 100, kHbmBytesPerNs = 4800;
@@ -239,7 +239,12 @@ int64_t blocks_per_sm(const KernelConfig& c, const GemmProblem& p, const DeviceI
   return r != nullptr && r->together > 1 && 8 * tiles(p, c) >= d.num_sms ? r->together : 1;
 }
 
-double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, int64_t s) {
+// How est_ns counts the adding of s > 1 slices: always as the second pass (second_pass_est_ns, which decides
+// whether to split at all), or the way split_reduce_way will add them (reduce_est_ns, which ranks split counts).
+enum class Adding { Pass, ByWay };
+
+double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, int64_t s,
+              Adding adding = Adding::Pass) {
   const int64_t bk = c.bk, kt = k_tiles(c, p), per = (kt + s - 1) / s;
   const int64_t blocks = tiles(p, c) * s;
   // An SM's blocks, run `together` at a time in `rounds` (in units of one block's time).
@@ -269,7 +274,9 @@ double est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d, 
   const double hbm = half && d.mem_bytes_per_ns > 0 ? d.mem_bytes_per_ns : kHbmBytesPerNs;
   const double operand_bytes = static_cast<double>(half ? std::max(p.M, p.N) : p.M + p.N) * p.K * p.batch * esize;
   const double hbm_ns = (half ? kBlockFixedNs : 0.0) + operand_bytes / hbm;
-  const double reduce_ns = s == 1 ? 0.0 : second_pass_est_ns(p, s);
+  const double reduce_ns = s == 1                   ? 0.0
+                           : adding == Adding::ByWay ? reduce_est_ns(c, p, s, d.num_sms)
+                                                     : second_pass_est_ns(p, s);
   return std::max(rounds * block_ns, hbm_ns) + reduce_ns;
 }
 
@@ -289,15 +296,22 @@ int64_t estimated_splits(const KernelConfig& c, const GemmProblem& p, const Devi
   // to length (~2 sqrt(kt) of them; every s took ~80 us a call on fp32 64x65536x64, 4096 k-tiles of 16).
   const int64_t kt = k_tiles(c, p);
   int64_t best = 1;
-  double best_ns = est_ns(c, p, d, 1);
+  double best_ns = 0;
   for (int64_t s = 2; s <= cap;) {
-    const double ns = est_ns(c, p, d, s);
-    if (ns < best_ns) best = s, best_ns = ns;
+    const double ns = est_ns(c, p, d, s, Adding::ByWay);
+    if (best == 1 || ns < best_ns) best = s, best_ns = ns;
     const int64_t per = (kt + s - 1) / s;
     if (per <= 1) break;
     s = (kt + per - 2) / (per - 1);  // the fewest slices shorter than per: ceil(kt / (per - 1))
   }
-  return best;
+  // Whether to split at all goes by the second pass's estimate, the kernel's way too: its hand-over is measured per
+  // slice, while the blocks of a split do not run as much faster as est_ns counts (H200, bf16, kernel durations
+  // over a CUDA graph, W cold, us, unsplit / 2 slices added in the kernel: x @ W.t() 128x2048x2048 on 64x64 7.22 /
+  // 8.08, 128x768x2304 on 64x128 TF32 7.35 / 8.58, dY @ W 128x2048x5632 9.21 on 128x64 / 13.27 on 128x128), where
+  // the slice counts after it go by the way that adds them (x @ W.t() 128x14336x4096 in 3 slices of 128x128 by the
+  // second pass 40.20 -> 2 of 128x64 in the kernel 36.42, 128x5632x2048 in 4 of 128x64 by the second pass 12.75 ->
+  // 2 of 64x64 in the kernel 12.21; 32x4096x1024 in 6 of 64x64 by the second pass 8.66 -> 4 in the kernel 8.16).
+  return best > 1 && est_ns(c, p, d, best) < est_ns(c, p, d, 1) ? best : 1;
 }
 
 // The most slices of K for row c on p: one k-tile each, the grid's 65535 layers, the workspace cap.
@@ -307,9 +321,20 @@ int64_t split_cap(const KernelConfig& c, const GemmProblem& p) {
   return std::min<int64_t>({kt, 65535 / std::max<int64_t>(p.batch, 1), kMaxSlabBytes / std::max<int64_t>(slab, 1)});
 }
 
+// Row c on p at its best split count: the count, its estimated time with the slices added the way they will be,
+// and with them added by the second pass (what a split must beat unsplit by: estimated_splits).
+struct RowEstimate {
+  int64_t splits;
+  double ns, pass_ns;
+};
+RowEstimate best_estimate(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d) {
+  const int64_t s = estimated_splits(c, p, d, split_cap(c, p));
+  return {s, est_ns(c, p, d, s, Adding::ByWay), est_ns(c, p, d, s)};
+}
+
 // The least estimated time of row c on p, over its split counts.
 double best_est_ns(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d) {
-  return est_ns(c, p, d, estimated_splits(c, p, d, split_cap(c, p)));
+  return best_estimate(c, p, d).ns;
 }
 
 std::atomic<int64_t> g_split_override{0};
@@ -385,7 +410,7 @@ int plan_splits(const KernelConfig& c, const GemmProblem& p, const DeviceInfo& d
     os << best * tiles(p, c) << " blocks, at most " << fill->blocks_per_sm << " an SM";
   else {
     const int64_t per_sm = blocks_per_sm(c, p, d), t = tiles(p, c);
-    os << "estimated " << static_cast<int64_t>(est_ns(c, p, d, best) / 1000) << " us vs "
+    os << "estimated " << static_cast<int64_t>(est_ns(c, p, d, best, Adding::ByWay) / 1000) << " us vs "
        << static_cast<int64_t>(est_ns(c, p, d, 1) / 1000) << " us unsplit: "
        << (per_sm > 1     ? "up to " + std::to_string(per_sm) + " blocks an SM"
            : t < d.num_sms ? std::string("fewer tiles than SMs")
@@ -1052,22 +1077,29 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // do not set (a 128x96 block loading half its stage gained under 4%), so smaller tiles put more SMs on
     // the product, and split-K more again at the cost of a reduction; est_ns ranks them, each at its best
     // split count. 64x96 only where it reads only its own columns of B (reads_only_its_b: x @ W.t()).
+    // A split row goes ahead of an unsplit one only where it is ahead with its slices added by the second pass,
+    // as within a row (estimated_splits; H200, bf16, W cold, us: x @ W.t() 128x4096x4096 13.53 on 64x64 unsplit
+    // against 15.37 on 128x64 in 2 slices added in the kernel, 128x4096x6144 16.83 on 64x96 against 20.84 on
+    // 128x128 in 2).
     struct Narrow {
       int row;
-      double ns;
+      RowEstimate est;
     };
     const auto least = [&](std::initializer_list<int> rows) {
       std::vector<Narrow> c;
       for (int r : rows) {
         const KernelConfig& k = kConfigs[r];
         if (!reads_only_its_b(k, p)) continue;
-        c.push_back({r, best_est_ns(k, p, d)});
+        c.push_back({r, best_estimate(k, p, d)});
       }
-      std::stable_sort(c.begin(), c.end(), [](const Narrow& x, const Narrow& y) { return x.ns < y.ns; });
+      std::stable_sort(c.begin(), c.end(), [](const Narrow& x, const Narrow& y) { return x.est.ns < y.est.ns; });
+      const auto whole = std::find_if(c.begin(), c.end(), [](const Narrow& x) { return x.est.splits == 1; });
+      if (c[0].est.splits > 1 && whole != c.end() && whole->est.ns < c[0].est.pass_ns)
+        std::rotate(c.begin(), whole, whole + 1);
       std::ostringstream os;
-      os << std::fixed << std::setprecision(1) << c[0].ns / 1000 << " us against";
+      os << std::fixed << std::setprecision(1) << c[0].est.ns / 1000 << " us against";
       for (size_t i = 1; i < c.size(); ++i)
-        os << (i > 1 ? "," : "") << " " << c[i].ns / 1000 << " for " << kConfigs[c[i].row].name;
+        os << (i > 1 ? "," : "") << " " << c[i].est.ns / 1000 << " for " << kConfigs[c[i].row].name;
       return std::make_pair(c[0].row, os.str());
     };
     // Fewer tiles than SMs even 128x64: the least estimated time among the narrow rows and 128x128 decides;

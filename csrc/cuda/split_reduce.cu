@@ -142,8 +142,8 @@ constexpr double kSecondPassNs = 2000, kSecondPassBytesPerNs = 6000, kHandOverZe
 // 6-8 and with 128x64 tiles, and cost 16 kernel instantiations: removed.
 constexpr double kSmallTileBytes = 16384, kHandOverSmallSliceNs = 250;
 
-// The chooser's estimate of a second pass (est_ns, chooser.cpp, ranks split counts with it): a launch plus writing
-// and reading s fp32 slabs of the output at ~3 TB/s; higher than kSecondPassNs and kSecondPassBytesPerNs above,
+// The chooser's estimate of a second pass (est_ns, chooser.cpp, decides with it whether to split): a launch plus
+// writing and reading s fp32 slabs of the output at ~3 TB/s; higher than kSecondPassNs and kSecondPassBytesPerNs above,
 // which compare the kernel's way with the second pass by kernel durations alone.
 constexpr double kReduceLaunchNs = 3000, kReduceBytesPerNs = 3000;
 
@@ -181,13 +181,16 @@ bool kernel_can_add(const KernelConfig& row, const GemmProblem& p, int64_t split
 // kernel / by the second pass: 2 rows x 4096x4096 22.43 / 21.89, 16 rows 22.94 / 22.74, 16 rows x 4096x6144
 // 31.62 / 31.19; H100, per call under CUDA graphs, 16 rows x 4096x4096 32.3 / 29.6; from 32 rows the kernel's:
 // 32x4096x6144 31.02 / 32.25, 128x4096x4096 24.61 / 27.15).
+double hand_over_ns(const KernelConfig& row, int64_t splits) {
+  const double tile_bytes = 4.0 * row.bm * row.bn;
+  const double slice_ns = tile_bytes <= kSmallTileBytes ? kHandOverSmallSliceNs : kHandOverSliceNs;
+  return kHandOverZeroNs + (splits - 1.0) * (slice_ns + tile_bytes / kHandOverBytesPerNs);
+}
+
 bool global_cheaper(const KernelConfig& row, const GemmProblem& p, int64_t splits) {
   if (2 * p.M < row.bm) return false;
   const double second_pass = kSecondPassNs + 2.0 * splits * p.batch * p.M * p.N * 4 / kSecondPassBytesPerNs;
-  const double tile_bytes = 4.0 * row.bm * row.bn;
-  const double slice_ns = tile_bytes <= kSmallTileBytes ? kHandOverSmallSliceNs : kHandOverSliceNs;
-  const double in_kernel = kHandOverZeroNs + (splits - 1.0) * (slice_ns + tile_bytes / kHandOverBytesPerNs);
-  return in_kernel < second_pass;
+  return hand_over_ns(row, splits) < second_pass;
 }
 
 }  // namespace
@@ -196,6 +199,11 @@ SplitWay split_reduce_way(const KernelConfig& row, const GemmProblem& p, int64_t
   const int forced = g_reduce_override.load(std::memory_order_relaxed);  // 0 by cost, 1 kernel, 2 pass
   if (forced == 2 || !kernel_can_add(row, p, splits, sms)) return SplitWay::Pass;
   return forced == 1 || global_cheaper(row, p, splits) ? SplitWay::Kernel : SplitWay::Pass;
+}
+
+double reduce_est_ns(const KernelConfig& row, const GemmProblem& p, int64_t splits, int64_t sms) {
+  return split_reduce_way(row, p, splits, sms) == SplitWay::Kernel ? hand_over_ns(row, splits)
+                                                                   : second_pass_est_ns(p, splits);
 }
 
 void split_k_gemm(const KernelConfig& row, const GemmProblem& p, SplitWay way) {

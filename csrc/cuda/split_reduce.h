@@ -18,14 +18,18 @@ namespace tilelab {
 //     its tile (hopper::SliceSums), wherever that is cheaper than the second pass by the two ways' measured costs
 //     and the tiles are at least half full of rows.
 // The testing hook (set_split_reduce_override) aside. The chooser decides it once, with its reason
-// (Choice::reduce), and split_k_gemm goes by that. (The chooser's split counts, est_ns, rank slice counts by their
-// own, older estimate of the second pass, second_pass_est_ns, the one their rules were measured with.)
+// (Choice::reduce), and split_k_gemm goes by that. (The chooser's est_ns decides whether to split at all by its own,
+// older estimate of the second pass, second_pass_est_ns, the one its rules were measured with, and ranks split
+// counts by the way that will add them, reduce_est_ns.)
 enum class SplitWay { Pass, Kernel };
 SplitWay split_reduce_way(const KernelConfig& row, const GemmProblem& p, int64_t splits, int64_t sms);
 
-// The chooser's estimate of a second pass (est_ns ranks split counts with it, whichever way then adds them):
-// a launch plus writing and reading s fp32 slabs of the output.
+// The chooser's estimate of a second pass (est_ns decides with it whether to split, whichever way then adds the
+// slices): a launch plus writing and reading s fp32 slabs of the output.
 double second_pass_est_ns(const GemmProblem& p, int64_t splits);
+// The cost est_ns counts for adding p's slices on row the way split_reduce_way adds them: the second pass's
+// estimate, or the kernel's hand-over of each slice past the first.
+double reduce_est_ns(const KernelConfig& row, const GemmProblem& p, int64_t splits, int64_t sms);
 
 // A workspace of `floats` fp32 values on the current device, from PyTorch's caching allocator (no
 // synchronisation, CUDA-graph capturable): the second pass's slabs, the in-kernel hand-over's slots.
