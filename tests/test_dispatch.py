@@ -710,15 +710,19 @@ def test_fp32_short_k_weight_gradients_on_k16():
 def test_fp32_few_rows_under_tf32(high):
     """test_fp32_few_rows' limits under TF32: on sm_90, 2 to 64 rows of x @ W.t() into 2048 columns or more
     of a weight of 2^23 elements or more take the 64x128 TF32 wgmma tiles (a 50257-column head too, whose 393
-    tiles the tile rule's cap refuses); one row, smaller weights and GPUs without wgmma keep the IEEE rows up to
-    4 rows (N >= 2K: 2 on gemv)."""
+    tiles the tile rule's cap refuses), and one row over K <= 1024 (a language model's head); other single rows,
+    smaller weights and GPUs without wgmma keep the IEEE rows up to 4 rows (N >= 2K: 2 on gemv)."""
     f32 = torch.float32
     for M in (2, 4, 16, 64):
         for K, N in ((4096, 4096), (4096, 14336), (14336, 4096), (768, 50257), (8192, 8192)):
             e = explain_described(*linear(M, K, N, f32), **H200)
             assert e.kernel == "hopper_tf32_m64_64x128x32" and "K x N >= 2^23" in e.reason, (M, K, N, e)
     assert explain_described(*linear(1, 4096, 4096, f32), **H200).kernel == "gemv_16x8"
-    assert explain_described(*linear(1, 768, 50257, f32), **H200).kernel == "gemv_split_16x128x256"
+    for K, N in ((768, 50257), (1024, 32000)):
+        e = explain_described(*linear(1, K, N, f32), **H200)
+        assert e.kernel == "hopper_tf32_m64_64x128x32" and "(1 where K <= 1024)" in e.reason, (K, N, e)
+    assert explain_described(*linear(1, 14336, 4096, f32), **H200).kernel == "gemv_split_16x128x256"
+    assert explain_described(*linear(1, 768, 50257, f32), **A100).kernel == "gemv_split_16x128x256"
     assert explain_described(*linear(2, 1024, 4096, f32), **H200).kernel == "gemv_16x8"  # a small weight
     for M in (3, 4):
         assert explain_described(*linear(M, 3072, 768, f32), **H200).kernel == "gemv_16x8"  # too few blocks

@@ -624,8 +624,9 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   // activation is).
   const bool k_cont = p.a.k_contiguous && p.b.k_contiguous;  // x @ W.t(); the hopper rules below read it too
   const bool fp32 = p.dtype == c10::ScalarType::Float;
-  // TF32, 2 to 64 rows of x @ W.t() into 2048 columns or more over a weight of at least 2^23 elements, where the
-  // 64x128 TF32 wgmma row runs: the IEEE gemv rows below keep one row, and the tensor-core rules' 64-row TF32 rule
+  // TF32, 2 to 64 rows of x @ W.t() (one row too where K <= 1024) into 2048 columns or more over a weight of at
+  // least 2^23 elements, where the 64x128 TF32 wgmma row runs: the IEEE gemv rows below keep the other single
+  // rows, and the tensor-core rules' 64-row TF32 rule
   // takes the rest (tf32_m64_why). Since A's TMA box holds only the product's rows (hopper::a_box_rows), those
   // tiles stream W faster than the IEEE gemv rows, which kept 1 to 4 rows when their rule was written. One row and
   // smaller weights stay with gemv, which was as fast or faster there. H200, W cold, kernel durations over a CUDA
@@ -633,9 +634,11 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   // 95.8 -> 66.2 (73.9), 2x768x50257 71.2 (gemv_16x8) -> 39.1 (58.3), 16x768x50257 49.7 (hopper_tf32_128x256x32)
   // -> 40.8 (62.0); 17 products, 16 faster, one tie (2x14336x4096 60.6 -> 60.6). With one row and small weights
   // they lost (1x4096x6144 26.3 on gemv_16x8 -> 29.2, 1x4096x28672 111.7 -> 117.7, 2x1024x4096 8.5 -> 9.5; won at
-  // 1x14336x4096 62.9 -> 60.5 and 1x768x50257 43.2 -> 38.8).
-  const bool tf32_decode_tiles = tf32 && k_cont && aligned && p.batch == 1 && p.M >= 2 && p.M <= 64 &&
-                                 p.N >= 2048 && p.K * p.N >= (int64_t{1} << 23) &&
+  // 1x14336x4096 62.9 -> 60.5 and 1x768x50257 43.2 -> 38.8). One row over K <= 1024 (a language model's head) goes
+  // to the tiles since the IEEE rows gave it to gemv_split (rows_ab: 1x768x50257 43.42 there, 38.76 on the
+  // tiles, cuBLAS 38.19); 1x14336x4096 has since tied on gemv_split (59.78 against 59.78) and stays.
+  const bool tf32_decode_tiles = tf32 && k_cont && aligned && p.batch == 1 && (p.M >= 2 || p.K <= 1024) &&
+                                 p.M <= 64 && p.N >= 2048 && p.K * p.N >= (int64_t{1} << 23) &&
                                  cannot_run(kConfigs[kHopperTf32M64], p, d).empty();
   if (half && k_cont && p.M <= 16 && aligned) {
     // gemv_mma's persistent blocks take equal shares of whole 16 x 32 tiles (one block an SM: its ring). Where
@@ -690,8 +693,8 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
                         "vs 0.0127 and 0.0147; cuBLAS 0.0124, 0.0124)");
     if (ch.cfg) return ch;
   }
-  const int64_t gemv_rows = tf32_decode_tiles ? 1 : p.allow_tf32 ? 2 : 16,
-                split_rows = tf32_decode_tiles ? 1 : p.allow_tf32 ? 4 : 32;
+  const int64_t gemv_rows = tf32_decode_tiles ? 0 : p.allow_tf32 ? 2 : 16,
+                split_rows = tf32_decode_tiles ? 0 : p.allow_tf32 ? 4 : 32;
   const int64_t split_from = p.N >= 2 * p.K ? 8 : 2;  // under TF32 (at most 4 rows): none where N >= 2K
   // x in rows that are not 16-byte aligned against a large W whose rows are (x_copied_for_w): the gemv_split and
   // gemv launchers copy x into aligned rows (at most 32 of them, small beside W) and stream W 16 bytes a load
@@ -891,7 +894,8 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
       if (!tf32_hopper || p.N < 2048) return nullptr;
       const int64_t t = tiles(p, kHopperTf32M64);
       if (tf32_decode_tiles)
-        return "sm_90, TF32, 2 to 64 rows of x @ W.t() into N >= 2048, K x N >= 2^23: 64x128 TF32 wgmma tiles stream "
+        return "sm_90, TF32, 2 to 64 rows of x @ W.t() (1 where K <= 1024) into N >= 2048, K x N >= 2^23: 64x128 "
+               "TF32 wgmma tiles stream "
                "W faster than the IEEE gemv rows (H200, W cold, per call under CUDA graphs: 4x4096x4096 0.0219 ms vs "
                "0.0278 for gemv_split_16x128x256, 2x768x50257 0.0391 vs 0.0712 for gemv_16x8, 16x768x50257 0.0408 "
                "vs 0.0497 for hopper_tf32_128x256x32; cuBLAS 0.0205, 0.0583, 0.0620)";
