@@ -499,16 +499,19 @@ def test_decode_goes_to_gemv():
 def test_decode_where_gemv_mma_idles_sms(dtype):
     """Up to 16 rows of x @ W.t() whose 16 x 32 gemv_mma tiles, more than the SMs, split into equal shares of
     whole tiles that leave a tenth of the SMs idle: 128x128 wgmma tiles where a wave of them covers 5/6 to all
-    of the SMs (4096 -> 14336: 448 gemv_mma tiles on 112 SMs, 112 wgmma tiles), else 64x64 ones where they are
-    fewer than the SMs (4096 -> 6144, 2048 -> 5632); gemv_mma everywhere else (fewer tiles than SMs, equal
-    shares that fill the SMs, or two rounds of 64x64 tiles: 4096 -> 11008)."""
+    of the SMs (4096 -> 14336: 448 gemv_mma tiles on 112 SMs, 112 wgmma tiles); and wherever gemv_mma's tiles are
+    more than the SMs (two or more a block, idle SMs or not), 64x64 ones where they are no more than the SMs
+    (4096 -> 6144, 2048 -> 5632, 8192 -> 8192), else 64x96 ones (4096 -> 11008); gemv_mma everywhere else (one
+    tile a block, or no 64-row tiling in one wave: 8192 -> 28672)."""
     for M in (1, 8, 16):
         e = explain_described(*linear(M, 4096, 14336, dtype), **H200)
         assert e.kernel == "hopper_128x128x64" and "a tenth of the SMs idle" in e.reason, (M, e)
-        for K, N in ((4096, 6144), (2048, 5632)):
+        for K, N in ((4096, 6144), (2048, 5632), (8192, 8192)):
             e = explain_described(*linear(M, K, N, dtype), **H200)
-            assert e.kernel == "hopper_m64_64x64x64" and "a tenth of the SMs idle" in e.reason, (M, K, N, e)
-        for K, N in ((4096, 4096), (14336, 4096), (4096, 11008), (8192, 28672), (768, 1000)):
+            assert e.kernel == "hopper_m64_64x64x64" and "more than the SMs" in e.reason, (M, K, N, e)
+        e = explain_described(*linear(M, 4096, 11008, dtype), **H200)
+        assert e.kernel == "hopper_m64_64x96x64" and "more than the SMs" in e.reason, (M, e)
+        for K, N in ((4096, 4096), (14336, 4096), (8192, 28672), (768, 1000)):
             assert explain_described(*linear(M, K, N, dtype), **H200).kernel == "gemv_mma_16x32x64", (M, K, N)
     # Without the wgmma rows (compute capability 8.0) nothing here changes: the tile rules, as before.
     assert explain_described(*linear(4, 4096, 14336, dtype), **A100).kernel.startswith("tensorcore_")
@@ -535,14 +538,18 @@ def test_decode_over_many_columns(dtype):
 @pytest.mark.parametrize("dtype", [BF16, torch.float16], ids=str)
 def test_decode_with_a_row_major_b(dtype):
     """x @ B with B (K, N) row-major (transformers' Conv1D) and up to 16 rows in half precision:
-    gemv_mma_rowb where its 32-column tiles are one wave of 3/4 to all of the SMs, else the 64x64
+    gemv_mma_rowb where its 32-column tiles are one wave of 3/4 to all of the SMs over K <= 8192, else the 64x64
     wgmma row split over K where N >= 768 (GPT-2's Conv1D projections into 768 columns, the ViT head's
-    dY @ W; below 2048 columns where K <= 2048 or the estimate splits K), else the rules for the tile rows."""
-    for M, K, N in ((1, 4096, 4096), (16, 4096, 4096), (3, 14336, 4096), (1, 4096, 3200)):
+    dY @ W, a longer K; below 2048 columns where K <= 2048 or the estimate splits K), else the rules for the tile
+    rows."""
+    for M, K, N in ((1, 4096, 4096), (16, 4096, 4096), (3, 6144, 4096), (1, 4096, 3200)):
         e = explain_described(*mm(M, K, N, dtype), **H200)
         assert e.kernel == "gemv_mma_rowb_16x32x64" and "one wave of 32-column tiles" in e.reason, (M, K, N, e)
+    for M, K in ((1, 14336), (16, 28672)):
+        e = explain_described(*mm(M, K, 4096, dtype), **H200)
+        assert e.kernel == "hopper_m64_64x64x64" and e.details["split_k"] > 1, (M, K, e)
     for M, K, N in ((1, 8192, 8192), (16, 4096, 14336), (1, 768, 2304), (1, 4096, 3000), (1, 3072, 768),
-                    (8, 1000, 768), (16, 2048, 1024), (4, 768, 1536)):
+                    (8, 1000, 768), (16, 2048, 1024), (4, 768, 1536), (3, 14336, 4096)):
         e = explain_described(*mm(M, K, N, dtype), **H200)
         assert e.kernel == "hopper_m64_64x64x64" and "N >= 768" in e.reason, (M, K, N, e)
     assert explain_described(*mm(1, 3072, 768, dtype), **H200).details["split_k"] > 1  # 12 tiles of 48 k-steps

@@ -662,13 +662,27 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
                                 "gemv_mma_16x32x64, 16x4096x14336 0.0321 vs 0.0361; cuBLAS 0.0303, 0.0305)");
       if (ch.cfg) return ch;
     }
-    if (gm_idles && tiles(p, kHopperM64) <= sms) {
+    // Where gemv_mma's blocks take two tiles or more (more tiles than SMs), 64-row wgmma tiles that make one wave
+    // stream W faster even when the shares keep the SMs busy: 64x64, else 64x96 (H200, bf16, W cold, kernel
+    // durations over a CUDA graph, us, 1 / 4 / 16 rows: 8192x8192, 256 gemv_mma tiles on 128 blocks, 36.41 /
+    // 36.78 / 38.68 against 34.57 / 34.87 / 34.68 on 64x64; 4096x11008, 344 on 115, 26.20 / 26.21 / 28.58 against
+    // 24.18 / 24.37 / 24.80 on 64x96; cuBLAS 33.4-33.6, 24.2-24.6). One tile a block (4096x4096, 14336x4096)
+    // stays on gemv_mma, which was the fastest row there (11.61 against 12.61 on 64x64; 32.32 against 33.37).
+    if (gm_tiles > sms && tiles(p, kHopperM64) <= sms) {
       ch = pick(kHopperM64, "sm_90, half precision, M <= 16 of x @ W.t() whose " + std::to_string(gm_tiles) +
-                                " gemv_mma tiles, in equal shares of whole tiles, leave a tenth of the SMs idle: "
-                                "64x64 wgmma tiles, fewer than the SMs, at their split count (H200, bf16, W cold, per "
-                                "call under CUDA graphs, unsplit: 1x4096x6144 0.0157 ms vs 0.0166 for "
-                                "gemv_mma_16x32x64, 16x4096x6144 0.0159 vs 0.0186, 16x2048x5632 0.0083 vs 0.0110; "
-                                "cuBLAS 0.0151, 0.0158, 0.0079)");
+                                " gemv_mma tiles are more than the SMs: 64x64 wgmma tiles, no more than the SMs, at "
+                                "their split count (H200, bf16, W cold, per call under CUDA graphs, unsplit: "
+                                "1x4096x6144 0.0157 ms vs 0.0166 for gemv_mma_16x32x64, 16x4096x6144 0.0159 vs "
+                                "0.0186, 16x2048x5632 0.0083 vs 0.0110, 16x8192x8192 0.0347 vs 0.0387; cuBLAS "
+                                "0.0151, 0.0158, 0.0079, 0.0334)");
+      if (ch.cfg) return ch;
+    }
+    if (gm_tiles > sms && tiles(p, kHopperM64x96) <= sms) {
+      ch = pick(kHopperM64x96, "sm_90, half precision, M <= 16 of x @ W.t() whose " + std::to_string(gm_tiles) +
+                                   " gemv_mma tiles are more than the SMs: 64x96 wgmma tiles, no more than the SMs "
+                                   "(H200, bf16, W cold, kernel durations over a CUDA graph: 1x4096x11008 0.0242 ms vs "
+                                   "0.0262 for gemv_mma_16x32x64, 16x4096x11008 0.0248 vs 0.0286; cuBLAS 0.0242, "
+                                   "0.0244)");
       if (ch.cfg) return ch;
     }
     // Many columns (language-model heads: 32000 and 50257), at least 1.5 waves of 128x128 tiles: gemv_mma's
@@ -818,24 +832,26 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
   }
 
   // x @ B with B row-major in half precision, at most 16 rows (decoding through transformers' Conv1D, a
-  // classifier head's dY @ W): where gemv_mma_rowb's 32-column tiles make one wave of 3/4 to all of the SMs,
-  // each block streams one tile's whole K; otherwise (more tiles: whole tiles a block leave a quarter of the SMs
-  // idle; fewer: K is not split) the 64x64 wgmma row split over K where N >= 768 (the 128x128 row's 128-row tile
-  // is mostly empty rows; below 2048 columns the tile rules' mma.sync 64x64 tiles, mostly unsplit, took up to
-  // twice as long). Below 2048 columns only up to K = 2048 unless the estimate splits K: a lone 64x64 block
-  // streams B at about half the pace est_ns assumes, and unsplit over K = 2304 it lost to the tile rules' split
-  // mma.sync tiles (H100: 8x2304x768 0.0081 ms vs 0.0069 for tensorcore_64x64x32 in 11 slices). Split it wins
-  // (H200, dY @ W, per call under CUDA graphs, W cold: 1, 4 and 16 x 2304x768 in 9 slices 6.1-6.4 us vs 6.5-6.9
-  // on tensorcore_64x64x32 in 9-11; cuBLAS 5.7).
+  // classifier head's dY @ W): where gemv_mma_rowb's 32-column tiles make one wave of 3/4 to all of the SMs over
+  // K <= 8192, each block streams one tile's whole K; otherwise (more tiles: whole tiles a block leave a quarter
+  // of the SMs idle; fewer: K is not split; a longer K) the 64x64 wgmma row split over K where N >= 768 (the
+  // 128x128 row's 128-row tile is mostly empty rows; below 2048 columns the tile rules' mma.sync 64x64 tiles,
+  // mostly unsplit, took up to twice as long). Over a longer K one block a tile streams B slower than 64x64 tiles
+  // in 2 slices (H200, bf16, dY @ W, kernel durations over a CUDA graph, W cold, us, 1 / 16 rows: 14336x4096 37.00
+  // / 40.84 against 35.22 / 34.87, 28672x4096 71.32 / 75.32 against 61.90 / 63.32, 32000x4096 79.07 / 82.76
+  // against 68.37 / 69.34; cuBLAS 30.0-31.2, 56.3-57.5, 62.1-63.4), while over 4096 and 6144 it stays ahead of
+  // them (12.50 against 14.38, 17.50 against 18.86 at one row).
   const KernelConfig& m64 = kConfigs[kHopperM64];
   const auto m64_k_ok = [&] { return p.K <= 2048 || estimated_splits(m64, p, d, split_cap(m64, p)) > 1; };
   if (half && p.a.k_contiguous && !p.b.k_contiguous && aligned && p.M <= 16) {
     const int64_t t32 = tiles(p, kGemvMmaRowB);
-    if (4 * t32 >= 3 * sms && t32 <= sms) {
-      ch = pick(kGemvMmaRowB, "half precision, at most 16 rows, B row-major (x @ B), one wave of 32-column tiles: "
-                              "swap-AB mma.sync streams B once (H100, bf16, per call under CUDA graphs, B cold in "
-                              "L2: 1x4096x4096 0.0151 ms vs 0.0182 for hopper_128x128x64 and 0.0141 for cuBLAS, "
-                              "16x4096x4096 0.0153 vs 0.0185 and 0.0163, 1x14336x4096 0.0446 vs 0.0475 and 0.0431)");
+    if (4 * t32 >= 3 * sms && t32 <= sms && (p.K <= 8192 || !cannot_run(m64, p, d).empty())) {
+      ch = pick(kGemvMmaRowB, "half precision, at most 16 rows, B row-major (x @ B), one wave of 32-column tiles "
+                              "over K <= 8192 (or no wgmma): swap-AB mma.sync streams B once (H100, bf16, per call "
+                              "under CUDA graphs, B cold in L2: 1x4096x4096 0.0151 ms vs 0.0182 for "
+                              "hopper_128x128x64 and 0.0141 for cuBLAS, 16x4096x4096 0.0153 vs 0.0185 and 0.0163; "
+                              "H200, kernel durations: 1x4096x4096 0.0125 vs 0.0144 for hopper_m64_64x64x64 in 2 "
+                              "slices and 0.0121 for cuBLAS)");
       if (ch.cfg) return ch;
     }
     if (p.N >= 2048 || (p.N >= 768 && m64_k_ok())) {
