@@ -666,11 +666,16 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // stream W faster even when the shares keep the SMs busy: 64x64, else 64x96 (H200, bf16, W cold, kernel
     // durations over a CUDA graph, us, 1 / 4 / 16 rows: 8192x8192, 256 gemv_mma tiles on 128 blocks, 36.41 /
     // 36.78 / 38.68 against 34.57 / 34.87 / 34.68 on 64x64; 4096x11008, 344 on 115, 26.20 / 26.21 / 28.58 against
-    // 24.18 / 24.37 / 24.80 on 64x96; cuBLAS 33.4-33.6, 24.2-24.6). One tile a block (4096x4096, 14336x4096)
-    // stays on gemv_mma, which was the fastest row there (11.61 against 12.61 on 64x64; 32.32 against 33.37).
+    // 24.18 / 24.37 / 24.80 on 64x96; cuBLAS 33.4-33.6, 24.2-24.6). With a bias they tied, and with a bias and GELU
+    // gemv_mma kept a lead the rule gives up (ab.py's skinny suite under CUDA graphs, 1x8192x8192 bf16: 38.0 and
+    // 37.5 on gemv_mma against 38.4 and 40.2 on 64x64; cause not measured): the rules go by the product alone,
+    // as explain() does. One tile a block (4096x4096, 14336x4096) stays on gemv_mma, which was the fastest row
+    // there (11.61 against 12.61 on 64x64; 32.32 against 33.37).
     if (gm_tiles > sms && tiles(p, kHopperM64) <= sms) {
       ch = pick(kHopperM64, "sm_90, half precision, M <= 16 of x @ W.t() whose " + std::to_string(gm_tiles) +
-                                " gemv_mma tiles are more than the SMs: 64x64 wgmma tiles, no more than the SMs, at "
+                                " gemv_mma tiles are more than the SMs" +
+                                (gm_idles ? ", in equal shares leaving a tenth of the SMs idle" : "") +
+                                ": 64x64 wgmma tiles, no more than the SMs, at "
                                 "their split count (H200, bf16, W cold, per call under CUDA graphs, unsplit: "
                                 "1x4096x6144 0.0157 ms vs 0.0166 for gemv_mma_16x32x64, 16x4096x6144 0.0159 vs "
                                 "0.0186, 16x2048x5632 0.0083 vs 0.0110, 16x8192x8192 0.0347 vs 0.0387; cuBLAS "
