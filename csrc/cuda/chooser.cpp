@@ -1119,12 +1119,16 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
       }
       std::stable_sort(c.begin(), c.end(), [](const Narrow& x, const Narrow& y) { return x.est.ns < y.est.ns; });
       const auto whole = std::find_if(c.begin(), c.end(), [](const Narrow& x) { return x.est.splits == 1; });
-      if (c[0].est.splits > 1 && whole != c.end() && whole->est.ns < c[0].est.pass_ns)
-        std::rotate(c.begin(), whole, whole + 1);
+      const bool unsplit_first = c[0].est.splits > 1 && whole != c.end() && whole->est.ns < c[0].est.pass_ns;
+      if (unsplit_first) std::rotate(c.begin(), whole, whole + 1);
       std::ostringstream os;
       os << std::fixed << std::setprecision(1) << c[0].est.ns / 1000 << " us against";
-      for (size_t i = 1; i < c.size(); ++i)
-        os << (i > 1 ? "," : "") << " " << c[i].est.ns / 1000 << " for " << kConfigs[c[i].row].name;
+      for (size_t i = 1; i < c.size(); ++i) {
+        os << (i > 1 ? "," : "") << " " << c[i].est.ns / 1000;
+        if (unsplit_first && c[i].est.splits > 1 && c[i].est.ns < c[0].est.ns)
+          os << " (" << c[i].est.pass_ns / 1000 << " by a second pass)";
+        os << " for " << kConfigs[c[i].row].name;
+      }
       return std::make_pair(c[0].row, os.str());
     };
     // Fewer tiles than SMs even 128x64: the least estimated time among the narrow rows and 128x128 decides;
@@ -1138,7 +1142,8 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
       const auto [row, est] = least({kHopperM64x96, kHopperM64, kHopper64, kHopper128});
       if (row != kHopper128) {
         ch = pick(row, "sm_90, fewer 128x64 tiles than SMs, M and N multiples of 64: the least estimated time, " + est +
-                           " (each at its best split count): more SMs on the product, each block at its own pace "
+                           " (each at its best split count; a split row against an unsplit one by a second "
+                           "pass): more SMs on the product, each block at its own pace "
                            "(H200, bf16, per call under CUDA graphs: 128x2048x2048 0.0075 ms with 64x64 vs "
                            "0.0086 with 128x64 and 0.0096 with 128x128; x @ W.t() 128x2048x5632 0.0081 with 64x96 vs "
                            "0.0098 with 128x64, 0.0139 with 64x64 and 0.0136 with 128x128)");
