@@ -671,23 +671,16 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // 37.5 on gemv_mma against 38.4 and 40.2 on 64x64; cause not measured): the rules go by the product alone,
     // as explain() does. One tile a block (4096x4096, 14336x4096) stays on gemv_mma, which was the fastest row
     // there (11.61 against 12.61 on 64x64; 32.32 against 33.37).
-    if (gm_tiles > sms && tiles(p, kHopperM64) <= sms) {
-      ch = pick(kHopperM64, "sm_90, half precision, M <= 16 of x @ W.t() whose " + std::to_string(gm_tiles) +
-                                " gemv_mma tiles are more than the SMs" +
-                                (gm_idles ? ", in equal shares leaving a tenth of the SMs idle" : "") +
-                                ": 64x64 wgmma tiles, no more than the SMs, at "
-                                "their split count (H200, bf16, W cold, per call under CUDA graphs, unsplit: "
-                                "1x4096x6144 0.0157 ms vs 0.0166 for gemv_mma_16x32x64, 16x4096x6144 0.0159 vs "
-                                "0.0186, 16x2048x5632 0.0083 vs 0.0110, 16x8192x8192 0.0347 vs 0.0387; cuBLAS "
-                                "0.0151, 0.0158, 0.0079, 0.0334)");
-      if (ch.cfg) return ch;
-    }
-    if (gm_tiles > sms && tiles(p, kHopperM64x96) <= sms) {
-      ch = pick(kHopperM64x96, "sm_90, half precision, M <= 16 of x @ W.t() whose " + std::to_string(gm_tiles) +
-                                   " gemv_mma tiles are more than the SMs: 64x96 wgmma tiles, no more than the SMs "
-                                   "(H200, bf16, W cold, kernel durations over a CUDA graph: 1x4096x11008 0.0242 ms vs "
-                                   "0.0262 for gemv_mma_16x32x64, 16x4096x11008 0.0248 vs 0.0286; cuBLAS 0.0242, "
-                                   "0.0244)");
+    for (const int row : {kHopperM64, kHopperM64x96}) {
+      if (gm_tiles <= sms || tiles(p, row) > sms) continue;
+      ch = pick(row, "sm_90, half precision, M <= 16 of x @ W.t() whose " + std::to_string(gm_tiles) +
+                         " gemv_mma tiles are more than the SMs" +
+                         (gm_idles ? ", in equal shares leaving a tenth of the SMs idle" : "") + ": 64-row wgmma "
+                         "tiles no more than the SMs (64x64, else 64x96) at their split count (H200, bf16, W cold, "
+                         "per call under CUDA graphs, unsplit: 1x4096x6144 0.0157 ms on 64x64 vs 0.0166 for "
+                         "gemv_mma_16x32x64, 16x4096x6144 0.0159 vs 0.0186, 16x2048x5632 0.0083 vs 0.0110, "
+                         "16x8192x8192 0.0347 vs 0.0387, 16x4096x11008 0.0248 on 64x96 vs 0.0286; cuBLAS 0.0151, "
+                         "0.0158, 0.0079, 0.0334, 0.0244)");
       if (ch.cfg) return ch;
     }
     // Many columns (language-model heads: 32000 and 50257), at least 1.5 waves of 128x128 tiles: gemv_mma's
