@@ -102,11 +102,13 @@ CPU_SHAPES = "128x128x128,256x256x256,512x512x512,1000x1000x1000,333x777x555,8x1
 
 
 class Op(NamedTuple):
-    """One benchmarked operation: its operands' dimensions (by letter, in order), torch's
-    call and tilelab's call on those operands (tilelab's takes variant=/tile=)."""
+    """One benchmarked operation: its operands' dimensions (by letter, in order; a third, "N", is
+    the bias), torch's call and tilelab's call on those operands (tilelab's takes variant=/tile=),
+    and the activation tilelab's call fuses (None: none)."""
     operands: tuple[str, ...]
     torch: Callable
     tilelab: Callable
+    activation: Optional[str] = None
 
 
 OPS = {
@@ -119,7 +121,8 @@ OPS = {
     "linear_nobias": Op(("MK", "NK"), lambda x, w: F.linear(x, w),
                         lambda x, w, **kw: tilelab_torch.tiled_linear(x, w, **kw)),
     "linear_gelu": Op(("MK", "NK", "N"), lambda x, w, bias: F.gelu(F.linear(x, w, bias)),
-                      lambda x, w, bias, **kw: tilelab_torch.tiled_linear(x, w, bias, activation="gelu", **kw)),
+                      lambda x, w, bias, **kw: tilelab_torch.tiled_linear(x, w, bias, activation="gelu", **kw),
+                      "gelu"),
     "bmm": Op(("BMK", "BKN"), lambda a, b: torch.bmm(a, b),
               lambda a, b, **kw: tilelab_torch.tiled_bmm(a, b, **kw)),
 }
@@ -255,6 +258,11 @@ def explain_operands(op: str, inputs: list[torch.Tensor]) -> tuple[torch.Tensor,
     return (a, b.t()) if OPS[op].operands[1] == "NK" else (a, b)
 
 
+def explain_epilogue(op: str, inputs: list[torch.Tensor]) -> dict:
+    """explain()'s bias= and activation= for op's call on inputs: the epilogue the dispatcher decides with."""
+    return {"bias": inputs[2] if len(OPS[op].operands) > 2 else None, "activation": OPS[op].activation}
+
+
 def _peer_columns(prefix: str, fn: Callable, ref: torch.Tensor, dkey: str, device: str, timing) -> dict:
     """Verify fn() (its first call: any compilation happens here, untimed), then time it."""
     err = common.rel_err(fn(), ref)
@@ -333,7 +341,7 @@ def run(args) -> list[dict]:
         cublas_err = common.rel_err(baseline(), ref)
         graph = device.startswith("cuda") and B * M * N * K <= args.graph_max_mnk
         cublas_graph_ms = common.bench_graph(baseline, args.rep) if graph else None
-        chosen = tilelab_torch.explain(*explain_operands(op, inputs)).kernel
+        chosen = tilelab_torch.explain(*explain_operands(op, inputs), **explain_epilogue(op, inputs)).kernel
         weight_bytes = inputs[1].numel() * inputs[1].element_size() if M <= 16 else None
         peers = {}
         if "triton" in args.peer:

@@ -679,7 +679,7 @@ def breakdown(m: Model, x: Tensor, modes: list[str], args) -> dict:
     for p in problems:
         w, b, act = p.pop("_w"), p.pop("_b"), p["activation"]
         a = torch.randn(p["M"], p["K"], device=dev, dtype=w.dtype)
-        e = tilelab_torch.explain(a, w.t())
+        e = tilelab_torch.explain(a, w.t(), bias=b, activation=act)
         p.update(dtype=str(w.dtype).replace("torch.", ""), kernel=e.kernel, reason=e.reason)
         ref = lambda a: ACTIVATIONS[act](F.linear(a, w, b))  # noqa: E731
         til = lambda a: tilelab_torch.tiled_linear(a, w, b, activation=act)  # noqa: E731
@@ -738,7 +738,7 @@ def merged_products(groups: list[dict], args) -> list[dict]:
         bi = bs if bs is not None else [None] * len(ws)
         with torch.no_grad():
             w, b = torch.cat(ws), (torch.cat(bs) if bs is not None else None)  # the merged weights, a copy
-            e.update(N=int(w.shape[0]), kernel=tilelab_torch.explain(a, w.t()).kernel)
+            e.update(N=int(w.shape[0]), kernel=tilelab_torch.explain(a, w.t(), bias=b).kernel)
             ref64 = F.linear(a[:256].double(), w.double(), None if b is None else b.double())
             e["rel_err"] = checked_err(tilelab_torch.tiled_linear(a, w, b)[:256], ref64,
                                        f"merged tiled_linear {e['M']}x{e['K']}x{e['N']} ({e['kernel']})")

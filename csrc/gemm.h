@@ -169,6 +169,20 @@ inline Activation parse_activation(const char* op, std::optional<c10::string_vie
   return *a;
 }
 
+// explain()'s inputs: a, b as the products take them, and optionally the epilogue of tiled_addmm / tiled_linear
+// (a bias broadcast to (M, N) as torch.addmm's, an activation), which is part of the problem the chooser sees.
+// Both describe 2-D products only (tiled_bmm takes neither). Returns the activation.
+inline Activation check_explain_inputs(const char* op, const at::Tensor* bias,
+                                       std::optional<c10::string_view> activation, const at::Tensor& a,
+                                       const at::Tensor& b) {
+  const Activation act = parse_activation(op, activation);
+  const bool batched = a.dim() == 3;
+  TORCH_CHECK(!batched || (bias == nullptr && act == Activation::None), "tilelab::", op,
+              ": a bias or an activation describes a 2-D product (tiled_addmm, tiled_linear); tiled_bmm takes neither");
+  check_gemm_inputs(op, bias, a, b, batched);
+  return act;
+}
+
 // ------------------------------------------------------------------ problem
 // x viewed as (batch, rows, cols): A is (batch, M, K), B (batch, K, N).
 inline Operand make_operand(const at::Tensor& x, bool is_a) {

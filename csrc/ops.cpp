@@ -81,8 +81,10 @@ TORCH_LIBRARY(tilelab, m) {
         "int? tile=None) -> (Tensor, Tensor)");
   // act(x @ w_gate.t()) * (x @ w_up.t()), both weights (N, K): a gated MLP's first half (csrc/gated.h).
   m.def("tiled_gated_linear(Tensor x, Tensor w_gate, Tensor w_up, *, str? activation=\"silu\") -> Tensor");
-  // Which kernel tiled_mm (2-D inputs) or tiled_bmm (3-D) would run, and why (JSON).
-  m.def("_explain(Tensor a, Tensor b, *, str? variant=None, int? tile=None) -> str");
+  // Which kernel tiled_mm (2-D inputs) or tiled_bmm (3-D) would run, and why (JSON); with a bias and/or an
+  // activation (2-D only), tiled_addmm's or tiled_linear's: the epilogue is part of the problem the rules see.
+  m.def("_explain(Tensor a, Tensor b, *, Tensor? bias=None, str? activation=None, str? variant=None, "
+        "int? tile=None) -> str");
   // The tune cache's key of a product (tilelab_torch.tune); any device.
   m.def("_tune_key(Tensor a, Tensor b, Tensor? bias=None, str? activation=None) -> str", &tune_key_op);
   // The config table (JSON); no tensors, so one implementation for all backends.

@@ -303,6 +303,15 @@ def test_explain_cpu():
     assert e.kernel == "cpu" and e.details["batch"] == 6 and "6x5x3x4" in str(e)
     with pytest.raises(RuntimeError, match="batch sizes differ"):
         tilelab_torch.explain(torch.randn(6, 5, 4), torch.randn(2, 4, 3))
+    # tiled_addmm's / tiled_linear's epilogue: validated as the ops validate it
+    a, b = torch.randn(5, 4), torch.randn(4, 3)
+    assert tilelab_torch.explain(a, b, bias=torch.randn(3), activation="gelu").kernel == "cpu"
+    with pytest.raises(RuntimeError, match="does not broadcast"):
+        tilelab_torch.explain(a, b, bias=torch.randn(4))
+    with pytest.raises(RuntimeError, match="unknown activation 'tanh'"):
+        tilelab_torch.explain(a, b, activation="tanh")
+    with pytest.raises(RuntimeError, match="tiled_bmm takes neither"):
+        tilelab_torch.explain(torch.randn(6, 5, 4), torch.randn(6, 4, 3), activation="relu")
 
 
 @pytest.mark.gpu
@@ -318,6 +327,13 @@ def test_explain_cuda_matches_table():
     x, y = torch.empty(96, 512, 64, device="cuda", dtype=torch.bfloat16), torch.empty(96, 64, 512, device="cuda", dtype=torch.bfloat16)
     e = tilelab_torch.explain(x, y)
     assert e.details["batch"] == 96 and e.kernel == tilelab_torch.explain(x.reshape(-1, 64), y[0]).kernel
+    # with tiled_linear's epilogue: the details name it
+    x, w = torch.empty(16, 1024, device="cuda", dtype=torch.bfloat16), torch.empty(512, 1024, device="cuda",
+                                                                                    dtype=torch.bfloat16)
+    e = tilelab_torch.explain(x, w.t(), bias=torch.empty(512, device="cuda", dtype=torch.bfloat16),
+                              activation="silu")
+    assert e.kernel in names and (e.details["bias"], e.details["activation"]) == ("n", "silu")
+    assert "+ bias(n) + silu" in str(e)
     e = tilelab_torch.explain(a, b, variant="tiled", tile=16)
     assert e.kernel == "tiled_16x16x16" and "override" in e.reason
     e = tilelab_torch.explain(a, b, variant="tiled")

@@ -268,6 +268,26 @@ def test_chooser_picks_lines_match_explain_described(tmp_path):
     assert splits and all(p.split("/")[1] in picks_ab.WAYS for p in splits), splits
     assert "skinny rows.24x4096x14336 linear_nobias bf16 fwd 1x24x4096x14336" in by_key
     assert torch.get_float32_matmul_precision() == "highest"  # the tf32 rows' precision is put back
+    # a forward product with an epilogue (linear_gelu: + bias + GELU) is the pick for it, explain()'s bias= and
+    # activation= given
+    x1, w1, b1 = (torch.empty(*shape, dtype=torch.bfloat16) for shape in ((1, 8192), (8192, 8192), (8192,)))
+    e = tilelab_torch.explain_described(x1, w1.t(), bias=b1, activation="gelu", **H200)
+    key = "skinny gemv.m1 linear_gelu bf16 fwd 1x1x8192x8192"
+    assert by_key[key][0] == e.kernel, (key, e)
+
+
+def test_chooser_picks_rows_ops():
+    """--rows-ops lists the decode batches as those ops: each with its epilogue (chooser_picks.epilogue)."""
+    probs = [p for p in chooser_picks.problems(["skinny"], ["bf16"], False, [4], ("linear_nobias", "linear_gelu"))
+             if p.name.startswith("rows.")]
+    ops = {p.op for p in probs}
+    assert ops == {"linear_nobias", "linear_gelu"}
+    assert all((p.bias is not None, p.activation) == ((False, None) if p.op == "linear_nobias" else (True, "gelu"))
+               for p in probs)
+    assert chooser_picks.epilogue("linear", "fwd") == (True, None)
+    assert chooser_picks.epilogue("linear_gelu", "dX") == (False, None)  # the gradients' products: bare
+    assert chooser_picks.kind("linear", "fwd") != chooser_picks.kind("linear_nobias", "fwd")
+    assert chooser_picks.kind("linear_nobias", "fwd") != chooser_picks.kind("mm", "fwd")
 
 
 def test_chooser_picks_rows_list_a_shared_weight_once():
@@ -297,16 +317,22 @@ import picks_ab  # noqa: E402
 
 def test_picks_ab_reads_a_diff_once_a_product(tmp_path, capsys):
     """The moved problems of a --diff listing, each product once: the same fwd product under two names of
-    one layout (linear, linear_nobias) is timed once, an mm of the same shape (another layout) apart."""
-    lines = ["skinny a linear bf16 fwd 1x16x4096x4096  gemv_mma_16x32x64 s1 -> hopper_128x128x64 s2/kernel",
+    one layout and epilogue (linear_nobias in two suites) is timed once, one with a bias (linear), one with
+    a bias and GELU (linear_gelu) and an mm of the same shape (another layout) apart."""
+    lines = ["skinny a linear_nobias bf16 fwd 1x16x4096x4096  gemv_mma_16x32x64 s1 -> hopper_128x128x64 s2/kernel",
              "transformer b linear_nobias bf16 fwd 1x16x4096x4096  gemv_mma_16x32x64 s1 -> hopper_128x128x64 s2",
+             "transformer b linear bf16 fwd 1x16x4096x4096  gemv_mma_16x32x64 s1 -> hopper_128x128x64 s2",
+             "transformer b linear_gelu bf16 fwd 1x16x4096x4096  gemv_mma_16x32x64 s1 -> hopper_m64_64x64x64 s1",
              "skinny c mm bf16 fwd 1x16x4096x4096  gemv_mma_rowb_16x32x64 s1 -> hopper_m64_64x64x64 s4/pass",
              "skinny a linear bf16 dW 1x4096x16x4096  hopper_128x128x64 s3/kernel -> hopper_128x128x64 s3/pass",
              "skinny a linear bf16 dX 1x16x4096x4096  hopper_128x128x64 s2 -> hopper_128x64x64 s1",
              "2 of 9 problems changed their pick", "  bf16 fwd: 2 row"]
     moved = picks_ab.parse_diff(lines)
     assert [(m.op, m.product, m.shape, m.old, m.new) for m in moved] == [
-        ("linear", "fwd", (1, 16, 4096, 4096), ("gemv_mma_16x32x64", 1, None), ("hopper_128x128x64", 2, "kernel")),
+        ("linear_nobias", "fwd", (1, 16, 4096, 4096), ("gemv_mma_16x32x64", 1, None),
+         ("hopper_128x128x64", 2, "kernel")),
+        ("linear", "fwd", (1, 16, 4096, 4096), ("gemv_mma_16x32x64", 1, None), ("hopper_128x128x64", 2, None)),
+        ("linear_gelu", "fwd", (1, 16, 4096, 4096), ("gemv_mma_16x32x64", 1, None), ("hopper_m64_64x64x64", 1, None)),
         ("mm", "fwd", (1, 16, 4096, 4096), ("gemv_mma_rowb_16x32x64", 1, None), ("hopper_m64_64x64x64", 4, "pass")),
         ("linear", "dW", (1, 4096, 16, 4096), ("hopper_128x128x64", 3, "kernel"), ("hopper_128x128x64", 3, "pass")),
         ("linear", "dX", (1, 16, 4096, 4096), ("hopper_128x128x64", 2, None), ("hopper_128x64x64", 1, None))]
@@ -343,6 +369,16 @@ def test_picks_ab_times_both_picks_checked():
     assert (r["old_kernel"], r["old_splits"], r["old_way"], r["new_kernel"], r["new_splits"], r["new_way"]) == (
         *m.old, *m.new)
     assert all(r[k] > 0 for k in ("old_us", "new_us", "cublas_us")) and max(r["old_rel_err"], r["new_rel_err"]) < 1e-2
+    # linear_gelu's forward runs with its bias and GELU, checked against act(x @ W.t() + b) in float64
+    m = picks_ab.Moved("bf16", "fwd", "linear_gelu", (1, 16, 1024, 256), ("gemv_mma_16x32x64", 1, None),
+                       ("hopper_m64_64x64x64", 1, None))
+    ops = picks_ab.cold_operands(m.dtype, m.op, m.product, m.shape, 4)
+    assert ops.epilogue["activation"] == "gelu" and ops.epilogue["bias"].shape == (256,)
+    with torch.no_grad():
+        bare = ops.a.double() @ ops.bs[0].double()
+    assert not torch.allclose(ops.ref, bare, atol=1e-2)  # the reference has the epilogue
+    r = picks_ab.measure(m, b_mb=4)
+    assert max(r["old_rel_err"], r["new_rel_err"]) < 1e-2
     x = torch.empty(16, 1024, device="cuda", dtype=torch.bfloat16)
     w = torch.empty(256, 1024, device="cuda", dtype=torch.bfloat16)
     assert "forced" not in tilelab_torch.explain(x, w.t(), variant="hopper_m64_64x64x64").reason
@@ -355,33 +391,47 @@ def test_rows_ab_reads_a_listing_once_a_product(tmp_path, capsys):
     """rows_ab.py takes chooser_picks.py's listing lines (with or without the pick after the shape), each
     product once; a line of another form is an error, not a skipped problem."""
     lines = ["transformer vit.qkv linear bf16 fwd 1x1576x768x2304 hopper_128x256x64 s1",
+             "skinny vit.qkv linear bf16 fwd 1x1576x768x2304",
              "skinny vit.qkv linear_nobias bf16 fwd 1x1576x768x2304",
              "# a comment", "",
-             "transformer vit.qkv linear bf16 dW 1x2304x1576x768 hopper_128x128x64 s1"]
+             "transformer vit.qkv linear bf16 dW 1x2304x1576x768 hopper_128x128x64 s1",
+             "transformer vit.qkv linear_nobias bf16 dW 1x2304x1576x768 hopper_128x128x64 s1"]
     got = rows_ab.parse_listing(lines)
-    assert got == [rows_ab.Listed("bf16", "fwd", "linear", (1, 1576, 768, 2304)),
-                   rows_ab.Listed("bf16", "dW", "linear", (1, 2304, 1576, 768))]
+    assert got == [rows_ab.Listed("bf16", "fwd", "linear", (1, 1576, 768, 2304)),  # + bias
+                   rows_ab.Listed("bf16", "fwd", "linear_nobias", (1, 1576, 768, 2304)),
+                   rows_ab.Listed("bf16", "dW", "linear", (1, 2304, 1576, 768))]  # the gradients' products: bare
     with pytest.raises(ValueError, match="not a chooser_picks.py problem"):
         rows_ab.parse_listing(["a b linear bf17 fwd 1x2x3x4"])
     empty = tmp_path / "empty.txt"
     empty.write_text("# nothing\n")
     assert rows_ab.main([str(empty)]) == 1 and "no problems" in capsys.readouterr().err
+    if tilelab_torch.built_with_cuda():
+        listing = tmp_path / "one.txt"
+        listing.write_text(lines[0] + "\n")
+        with pytest.raises(SystemExit):
+            rows_ab.main([str(listing), "--kernels", "hopper_128x128x64", "hopper_999x1x64"])
+        assert "not rows of the table: hopper_999x1x64" in capsys.readouterr().err
 
 
 def test_rows_ab_takes_a_models_breakdown(tmp_path, capsys):
     """--models: each GEMM of a model_ab.py --breakdown file as the three products autograd runs, in their
-    layouts: an nn.Linear's x @ W.t(), dY @ W, dY^T X; a Conv1D's x @ W, dY @ W.t() (x @ W.t()'s layout), X^T dY."""
+    layouts: an nn.Linear's x @ W.t(), dY @ W, dY^T X; a Conv1D's x @ W, dY @ W.t() (x @ W.t()'s layout), X^T dY;
+    the forward with the module's bias (linear, addmm) and an erf GELU after it (linear_gelu)."""
     data = {"breakdown": [{"model": "m", "dtype": "bf16", "problems": [
-        {"M": 64, "K": 256, "N": 512, "weight_layout": "NxK (Linear)", "modules": ["fc"]},
-        {"M": 64, "K": 128, "N": 384, "weight_layout": "KxN (Conv1D)", "modules": ["c_attn"]},
-        {"M": 64, "K": 256, "N": 512, "weight_layout": "NxK (Linear)", "modules": ["fc2"]}]}]}
+        {"M": 64, "K": 256, "N": 512, "weight_layout": "NxK (Linear)", "modules": ["fc"], "bias": False},
+        {"M": 64, "K": 128, "N": 384, "weight_layout": "KxN (Conv1D)", "modules": ["c_attn"], "bias": True},
+        {"M": 64, "K": 256, "N": 512, "weight_layout": "NxK (Linear)", "modules": ["fc2"], "bias": False},
+        {"M": 64, "K": 256, "N": 512, "weight_layout": "NxK (Linear)", "modules": ["fc1"], "bias": True,
+         "activation": "gelu"}]}]}
     got = rows_ab.listing_from_models(data)
-    assert got == [rows_ab.Listed("bf16", "fwd", "linear", (1, 64, 256, 512)),
+    assert got == [rows_ab.Listed("bf16", "fwd", "linear_nobias", (1, 64, 256, 512)),
                    rows_ab.Listed("bf16", "dX", "linear", (1, 64, 512, 256)),
                    rows_ab.Listed("bf16", "dW", "linear", (1, 512, 64, 256)),
-                   rows_ab.Listed("bf16", "fwd", "mm", (1, 64, 128, 384)),
-                   rows_ab.Listed("bf16", "fwd", "linear", (1, 64, 384, 128)),
-                   rows_ab.Listed("bf16", "dW", "linear", (1, 128, 64, 384))]  # the second Linear: the same three
+                   rows_ab.Listed("bf16", "fwd", "addmm", (1, 64, 128, 384)),
+                   rows_ab.Listed("bf16", "fwd", "linear_nobias", (1, 64, 384, 128)),
+                   rows_ab.Listed("bf16", "dW", "linear", (1, 128, 64, 384)),
+                   # the second Linear: the same three; the third's forward has its bias and GELU
+                   rows_ab.Listed("bf16", "fwd", "linear_gelu", (1, 64, 256, 512))]
     # the Conv1D's products, made as rows_ab makes them, are autograd's: dY @ W.t() and X^T @ dY
     make = lambda *shape: torch.empty(*shape)  # noqa: E731
     a, b = chooser_picks.product_operands("linear", "fwd", 1, 64, 384, 128, make)
@@ -443,7 +493,8 @@ def test_chooser_picks_diff(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv, message", [(["--dtypes", "fp64"], "unknown dtypes"),
                                            (["--rows", "4,x"], "comma-separated integers"),
-                                           (["--rows", "0"], "must be positive")])
+                                           (["--rows", "0"], "must be positive"),
+                                           (["--rows-ops", "linear,mm"], "--rows-ops takes")])
 @needs_dispatcher
 def test_chooser_picks_argument_errors(argv, message, capsys):
     with pytest.raises(SystemExit):

@@ -29,6 +29,26 @@ def linear(M, K, N, dtype=BF16):
     return torch.empty(M, K, dtype=dtype), torch.empty(N, K, dtype=dtype).t()
 
 
+def test_explain_takes_the_epilogue():
+    """explain_described with tiled_addmm's / tiled_linear's epilogue: the details name the bias (the dimensions
+    it varies along) and the activation the rules saw; a bad one is refused as the ops refuse it."""
+    x, wt = linear(16, 8192, 8192)
+    e = explain_described(x, wt, bias=torch.empty(8192, dtype=BF16), activation="gelu", **H200)
+    assert (e.details["bias"], e.details["activation"]) == ("n", "gelu") and "8192 + bias(n) + gelu" in str(e), e
+    bare = explain_described(x, wt, **H200)
+    assert (bare.details["bias"], bare.details["activation"]) == (None, None) and "bias" not in str(bare), bare
+    for shape, varies in (((16, 1), "m"), ((16, 8192), "mn"), ((), "scalar"), ((1, 8192), "n")):
+        assert explain_described(x, wt, bias=torch.empty(shape, dtype=BF16), **H200).details["bias"] == varies
+    with pytest.raises(RuntimeError, match="does not broadcast"):
+        explain_described(x, wt, bias=torch.empty(8191, dtype=BF16), **H200)
+    with pytest.raises(RuntimeError, match="bias must have the dtype"):
+        explain_described(x, wt, bias=torch.empty(8192), **H200)
+    with pytest.raises(RuntimeError, match="unknown activation 'tanh'"):
+        explain_described(x, wt, activation="tanh", **H200)
+    with pytest.raises(RuntimeError, match="tiled_bmm takes neither"):
+        explain_described(*mm(64, 64, 64, batch=2), bias=torch.empty(64, dtype=BF16), **H200)
+
+
 @pytest.mark.parametrize("operands", [mm, linear], ids=["mm", "linear"])
 @pytest.mark.parametrize("M,K,N", [(12480, 768, 384), (20000, 1024, 128), (12480, 3072, 384)])
 def test_pingpong_for_projection_k(operands, M, K, N):

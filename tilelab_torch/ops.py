@@ -351,30 +351,50 @@ class Explanation:
         batch = f"{d['batch']}x" if d.get("batch", 1) > 1 else ""
         way = f" ({d['split_reduce']})" if d.get("split_reduce") else ""
         split = f" split-K x{d['split_k']}{way}" if d.get("split_k", 1) > 1 else ""
-        return (f"{batch}{d['M']}x{d['N']}x{d['K']} {d['dtype']} on {d.get('device')} ({where}): "
+        epilogue = (f" + bias({d['bias']})" if d.get("bias") else "") + \
+                   (f" + {d['activation']}" if d.get("activation") else "")
+        return (f"{batch}{d['M']}x{d['N']}x{d['K']}{epilogue} {d['dtype']} on {d.get('device')} ({where}): "
                 f"{self.kernel}{split} -- {self.reason}")
 
 
-def explain(a: Tensor, b: Tensor, *, variant: Optional[str] = None, tile: Optional[int] = None) -> Explanation:
+def explain(a: Tensor, b: Tensor, *, bias: Optional[Tensor] = None, activation: Optional[str] = None,
+            variant: Optional[str] = None, tile: Optional[int] = None) -> Explanation:
     """Which kernel ``tiled_mm(a, b, variant=variant, tile=tile)`` (or, for 3-D operands,
     ``tiled_bmm``) would run, and why.
+
+    With ``bias`` (broadcast to the output's ``(M, N)`` as ``torch.addmm``'s) and/or
+    ``activation`` (``"relu"``, ``"gelu"``, ``"gelu_tanh"``, ``"silu"``): the kernel of
+    ``tiled_addmm(bias, a, b)`` or ``tiled_linear(x, weight, bias, activation=...)`` (``a = x``
+    and ``b = weight.t()``), whose epilogue is part of the problem the dispatcher decides on
+    (2-D operands only). ``details["bias"]`` says which dimensions the bias varies along
+    (``"n"`` for ``F.linear``'s, ``"m"``, ``"mn"``, ``"scalar"``; ``None`` without one) and
+    ``details["activation"]`` names the activation.
 
     Runs the same selection code as the op (including the validation of an
     override, so a bad ``variant``/``tile`` raises the same error) without
     launching anything.
+
+    Example (what ``tiled_linear(x, w, b, activation="gelu")`` runs)::
+
+        x = torch.randn(1, 8192, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(8192, device="cuda", dtype=torch.bfloat16)
+        print(tilelab_torch.explain(x, w.t(), bias=b, activation="gelu"))
     """
-    d = json.loads(torch.ops.tilelab._explain(a, b, variant=variant, tile=tile))
+    d = json.loads(torch.ops.tilelab._explain(a, b, bias=bias, activation=activation, variant=variant, tile=tile))
     return Explanation(kernel=d["kernel"], reason=d["reason"], details=d)
 
 
-def explain_described(a: Tensor, b: Tensor, *, sm: int, num_sms: int, variant: Optional[str] = None,
+def explain_described(a: Tensor, b: Tensor, *, sm: int, num_sms: int, bias: Optional[Tensor] = None,
+                      activation: Optional[str] = None, variant: Optional[str] = None,
                       tile: Optional[int] = None, mem_gbps: Optional[float] = None) -> Explanation:
-    """Which CUDA kernel the dispatcher would pick for ``tiled_mm(a, b)`` (3-D: ``tiled_bmm``)
+    """Which CUDA kernel the dispatcher would pick for ``tiled_mm(a, b)`` (3-D: ``tiled_bmm``;
+    with ``bias`` / ``activation``: ``tiled_addmm`` / ``tiled_linear``, as for :func:`explain`)
     on a GPU of compute capability ``sm`` (major*10 + minor, e.g. 90) with ``num_sms`` SMs
     and ``mem_gbps`` GB/s of peak DRAM bandwidth (the split-K estimate's bound; ``None``: an
-    H200's, 4800; an H100 SXM has 3352), and why: :func:`explain` without that GPU. ``a`` and
-    ``b`` are CPU tensors whose shapes, strides, dtype and alignment describe the problem
-    (``torch.empty`` is enough); the
+    H200's, 4800; an H100 SXM has 3352), and why: :func:`explain` without that GPU. ``a``,
+    ``b`` (and ``bias``) are CPU tensors whose shapes, strides, dtype and alignment describe the
+    problem (``torch.empty`` is enough); the
     TF32 consent is torch's current setting, as for the op. Needs a CUDA build of tilelab
     (the dispatcher is part of it), not a GPU: the tests check the rules with it.
 
@@ -385,6 +405,6 @@ def explain_described(a: Tensor, b: Tensor, *, sm: int, num_sms: int, variant: O
     """
     if not built_with_cuda():
         raise RuntimeError("tilelab: explain_described needs a CUDA build of tilelab (this one is CPU-only)")
-    d = json.loads(torch.ops.tilelab._explain_described(a, b, sm, num_sms, variant=variant, tile=tile,
-                                                         mem_gbps=mem_gbps))
+    d = json.loads(torch.ops.tilelab._explain_described(a, b, sm, num_sms, bias=bias, activation=activation,
+                                                         variant=variant, tile=tile, mem_gbps=mem_gbps))
     return Explanation(kernel=d["kernel"], reason=d["reason"], details=d)

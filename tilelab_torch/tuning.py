@@ -169,6 +169,13 @@ def _product(p: Problem, args) -> tuple:
     return (args[1], args[2]) if p.op == "tiled_addmm" else (args[0], args[1])
 
 
+def _epilogue(p: Problem, args) -> dict:
+    """explain()'s bias= and activation= for the call: the epilogue the dispatcher decides with."""
+    if p.op == "tiled_linear":
+        return {"bias": args[2], "activation": p.activation}
+    return {"bias": args[0]} if p.op == "tiled_addmm" else {}
+
+
 def _torch_equivalent(p: Problem, args) -> Callable[[], object]:
     if p.op == "tiled_linear":
         act = ops.TORCH_ACTIVATIONS[p.activation]
@@ -207,7 +214,7 @@ def _candidates(p: Problem, args) -> list:
         if a.dtype not in k.dtypes:
             continue
         try:
-            ops.explain(a, b, variant=k.name)
+            ops.explain(a, b, variant=k.name, **_epilogue(p, args))
         except RuntimeError:
             continue
         names.append(k.name)
@@ -299,7 +306,7 @@ def tune(fn: Callable, *example_inputs, train: bool = False, path: Optional[str]
             continue
         kw = {"activation": p.activation} if p.op == "tiled_linear" else {}
         call = lambda v: (lambda: opfns[p.op](*args, variant=v, **kw))  # noqa: E731
-        rule_kernel = ops.explain(*_product(p, args)).kernel
+        rule_kernel = ops.explain(*_product(p, args), **_epilogue(p, args)).kernel
         rule_ms = timer(call(None), "rules")
         best, best_ms = rule_kernel, rule_ms
         for name in candidates(p, args):

@@ -6,12 +6,13 @@ described GPU, without one: what a chooser change moves, before a GPU run measur
     # edit csrc/cuda/chooser.cpp, rebuild, then the same command with --out /tmp/after.txt
     python3 benchmarks/tools/chooser_picks.py --diff /tmp/before.txt /tmp/after.txt
 
-Problems: every entry of benchmarks/ab.py's SUITES (transformer, skinny) for each of its ops and
-dtypes (tf32: fp32 under torch's "high" precision), with the operand layouts ab.py's ops pass; with
---training also the two products tiled_linear's backward runs for each linear op (dX = dY @ W with W
-row-major, dW = dY^T @ X with dY^T a transposed view); with --rows also every (K, N) of the suites'
-x @ W.t() products at those row counts (decode batches; a weight two suites share is listed under the
-first). One line a problem:
+Problems: every entry of benchmarks/ab.py's SUITES (transformer, skinny) for each of its ops and dtypes (tf32:
+fp32 under torch's "high" precision), with the operand layouts ab.py's ops pass and, for a forward product,
+the op's epilogue (linear: + bias; linear_gelu: + bias + GELU; explain()'s bias= and activation=: the
+dispatcher decides with them); with --training also the two products tiled_linear's backward runs for each
+linear op (dX = dY @ W with W row-major, dW = dY^T @ X with dY^T a transposed view); with --rows also every
+(K, N) of the suites' x @ W.t() products at those row counts (decode batches, as the ops of --rows-ops:
+linear_nobias unless told; a weight two suites share is listed under the first). One line a problem:
 
     <suite> <name> <op> <dtype> <product> <B>x<M>x<K>x<N> <kernel> s<splits>[/<way>]
 
@@ -50,6 +51,8 @@ class Problem(NamedTuple):
     product: str  # fwd, dX or dW
     a: torch.Tensor
     b: torch.Tensor
+    bias: torch.Tensor | None = None  # the op's epilogue (epilogue()), explain()'s bias= and activation=
+    activation: str | None = None
 
     def key(self) -> str:
         B = self.a.shape[0] if self.a.dim() == 3 else 1
@@ -71,23 +74,42 @@ def product_operands(op: str, product: str, B: int, M: int, K: int, N: int,
     return ab.explain_operands(op, [make(*[sizes[c] for c in dims]) for dims in ab.OPS[op].operands[:2]])
 
 
-def problems(suites: list[str], dtypes: list[str], training: bool, rows: list[int]) -> Iterator[Problem]:
-    decoded: set = set()  # (dtype, M, K, N) of the decode batches listed so far: a weight two suites share once
+def epilogue(op: str, product: str) -> tuple[bool, str | None]:
+    """(a bias?, the activation) of a listed product: a forward product has its op's (ab.OPS: linear's bias,
+    linear_gelu's bias and GELU), the gradients' products none."""
+    if product != "fwd":
+        return False, None
+    return len(ab.OPS[op].operands) > 2, ab.OPS[op].activation
+
+
+def kind(op: str, product: str) -> tuple:
+    """What besides dtype, product and sizes tells two listed problems apart: a forward product's layout (the
+    linear ops share x @ W.t()) and epilogue; nothing for the gradients' products (one layout each, bare)."""
+    if product != "fwd":
+        return ()
+    return ("linear" if op in LINEAR_OPS else op, *epilogue(op, product))
+
+
+def problems(suites: list[str], dtypes: list[str], training: bool, rows: list[int],
+             rows_ops: tuple[str, ...] = ("linear_nobias",)) -> Iterator[Problem]:
+    decoded: set = set()  # (op, dtype, M, K, N) of the decode batches listed so far: a weight two suites share once
     for suite in suites:
         cases = ab.suite_cases(suite, ab.ALL_OPS, dtypes)
         if rows:  # decode batches over every x @ W.t() weight of the suite
             weights = sorted({(c.K, c.N) for c in cases if c.op in LINEAR_OPS and c.B == 1})
-            added = [(d, m, k, n) for d in dtypes for k, n in weights for m in rows if (d, m, k, n) not in decoded]
+            added = [(o, d, m, k, n) for o in rows_ops for d in dtypes for k, n in weights for m in rows
+                     if (o, d, m, k, n) not in decoded]
             decoded.update(added)
-            cases = cases + [ab.Case("linear_nobias", 1, m, n, k, d, suite, f"rows.{m}x{k}x{n}")
-                             for d, m, k, n in added]
+            cases = cases + [ab.Case(o, 1, m, n, k, d, suite, f"rows.{m}x{k}x{n}") for o, d, m, k, n in added]
         for c in cases:
             dtype = common.DTYPES[c.dtype]
 
             def make(*shape):
                 return torch.empty(*shape, dtype=dtype)
 
-            yield Problem(suite, c.name, c.op, c.dtype, "fwd", *product_operands(c.op, "fwd", c.B, c.M, c.K, c.N, make))
+            has_bias, act = epilogue(c.op, "fwd")
+            yield Problem(suite, c.name, c.op, c.dtype, "fwd", *product_operands(c.op, "fwd", c.B, c.M, c.K, c.N, make),
+                          make(c.N) if has_bias else None, act)
             if training and c.op in LINEAR_OPS:  # dX = dY (M x N) @ W (N x K), dW = dY^T (N x M) @ X (M x K)
                 yield Problem(suite, c.name, c.op, c.dtype, "dX", *product_operands(c.op, "dX", 1, c.M, c.N, c.K, make))
                 yield Problem(suite, c.name, c.op, c.dtype, "dW", *product_operands(c.op, "dW", 1, c.N, c.M, c.K, make))
@@ -106,7 +128,7 @@ def split_way(details: dict) -> str:
 
 def pick(p: Problem, gpu: dict) -> str:
     common.set_precision(p.dtype)
-    e = tilelab_torch.explain_described(p.a, p.b, **gpu)
+    e = tilelab_torch.explain_described(p.a, p.b, bias=p.bias, activation=p.activation, **gpu)
     splits = e.details.get("split_k", 1)
     return f"{e.kernel} s{splits}" + (f"/{split_way(e.details)}" if splits > 1 else "")
 
@@ -150,6 +172,9 @@ def main(argv=None) -> int:
     p.add_argument("--dtypes", default=ab.SUITE_DTYPES, help=f"comma-separated (default {ab.SUITE_DTYPES})")
     p.add_argument("--training", action="store_true", help="also each linear op's dX and dW products")
     p.add_argument("--rows", default="", help="comma-separated row counts for every x @ W.t() weight (decode)")
+    p.add_argument("--rows-ops", default="linear_nobias",
+                   help="comma-separated ops the --rows products are listed as (default linear_nobias; linear adds "
+                        "a bias, linear_gelu a bias and GELU)")
     p.add_argument("--sm", type=int, default=90, help="compute capability, major*10 + minor (default 90)")
     p.add_argument("--sms", type=int, default=132, help="SMs (default 132: an H100 SXM or H200)")
     p.add_argument("--mem-gbps", type=float, default=None,
@@ -172,11 +197,14 @@ def main(argv=None) -> int:
         p.error(f"--rows takes comma-separated integers, got {args.rows!r}")
     if any(r < 1 for r in rows):
         p.error("--rows must be positive")
+    rows_ops = tuple(o for o in args.rows_ops.split(",") if o)
+    if not rows_ops or any(o not in LINEAR_OPS for o in rows_ops):
+        p.error(f"--rows-ops takes comma-separated ops of {', '.join(LINEAR_OPS)}, got {args.rows_ops!r}")
     gpu = {"sm": args.sm, "num_sms": args.sms, "mem_gbps": args.mem_gbps}
     out = open(args.out, "w") if args.out else sys.stdout
     try:
         with common.kept_precision():
-            for prob in problems(args.suites, dtypes, args.training, rows):
+            for prob in problems(args.suites, dtypes, args.training, rows, rows_ops):
                 print(f"{prob.key()} {pick(prob, gpu)}", file=out)
     finally:
         if args.out:

@@ -5,14 +5,16 @@ pick, each forced (variant and split count), timed beside cuBLAS in one process.
     python3 benchmarks/tools/chooser_picks.py --diff /tmp/before.txt /tmp/after.txt > /tmp/moved.txt
     python3 benchmarks/tools/picks_ab.py /tmp/moved.txt --out /tmp/moved.json
 
-Each problem is the bare product chooser_picks explained (no bias or activation), its operands in the
-layouts of chooser_picks.product_operands, B cold: copies of B, cycled, hold more than the L2 (--b-mb), up to
---max-copies of them (a weight gradient's B over a decode batch is a few KB: past the L2 it would take tens of
-thousands of calls a graph, minutes to capture; at the cap such a B is read from L2).
-Every output is checked against float64 before it is timed. Times are the kernels' durations (CUPTI,
-through torch.profiler) over a CUDA graph of one call per copy, µs a call, the least of 3 replays' means;
-a split pick's second pass counts. A problem listed under several names (suites, ops with the same
-layout) is timed once. Prints one line a problem and the sums; --out writes them as JSON.
+Each problem is the product chooser_picks explained, with its op's epilogue for a forward product
+(chooser_picks.epilogue: addmm and linear + bias, linear_gelu + bias + GELU, through the suite op's own call;
+the gradients' products bare), its operands in the layouts of chooser_picks.product_operands, B cold: copies
+of B, cycled, hold more than the L2 (--b-mb), up to --max-copies of them (a weight gradient's B over a decode
+batch is a few KB: past the L2 it would take tens of thousands of calls a graph, minutes to capture; at the
+cap such a B is read from L2). Every output is checked against float64 before it is timed. Times are the
+kernels' durations (CUPTI, through torch.profiler) over a CUDA graph of one call per copy, µs a call, the
+least of 3 replays' means; a split pick's second pass counts. A problem listed under several names (suites,
+ops with the same layout and epilogue) is timed once. Prints one line a problem and the sums; --out writes
+them as JSON.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import chooser_picks  # noqa: E402  (puts the repository and benchmarks/ on sys.path)
+import ab  # noqa: E402
 import common  # noqa: E402
 import tilelab_torch  # noqa: E402
 
@@ -63,10 +66,10 @@ def parse_diff(lines) -> list[Moved]:
         _suite, _name, op, dtype, product, shape = left.split()
         old, new = (_pick(t) for t in right.strip().split(" -> "))
         dims = tuple(int(v) for v in shape.split("x"))
-        layout = ("linear" if op in chooser_picks.LINEAR_OPS else op) if product == "fwd" else ""
-        if (dtype, product, layout, dims) in seen:
+        kind = chooser_picks.kind(op, product)
+        if (dtype, product, kind, dims) in seen:
             continue
-        seen.add((dtype, product, layout, dims))
+        seen.add((dtype, product, kind, dims))
         moved.append(Moved(dtype, product, op, dims, old, new))
     return moved
 
@@ -96,13 +99,15 @@ def copies_of(b: torch.Tensor, b_mb: int, max_copies: int = MAX_COPIES) -> int:
 
 
 class Operands(NamedTuple):
-    """One problem's operands on the GPU: A, B's copies (bs[0] is B), the float64 reference of A @ B, and the
-    tilelab op and torch op that compute it (the bmm ones for 3-D operands)."""
+    """One problem's operands on the GPU: A, B's copies (bs[0] is B), the float64 reference of A @ B (with the
+    epilogue), the tilelab op and torch op that compute it (the bmm ones for 3-D operands; tiled_linear and the
+    suite op's torch call where there is an epilogue), and explain()'s bias= and activation= for it."""
     a: torch.Tensor
     bs: list
     ref: torch.Tensor
     tiled: Callable
     torch_op: Callable
+    epilogue: dict = {"bias": None, "activation": None}
 
     def tilelab_us(self, variant=None) -> float:
         """µs a call of the tilelab op (forced to `variant`; None: the dispatcher's pick), B's copies cycled."""
@@ -134,6 +139,20 @@ def cold_operands(dtype: str, op: str, product: str, shape: tuple[int, int, int,
     # B's copies in B's own layout (W.t() stays a transposed view), without remaking A for each
     bs = [b] + [torch.empty_strided(b.shape, b.stride(), dtype=dt, device="cuda").normal_()
                 for _ in range(copies_of(b, b_mb, max_copies) - 1)]
+    has_bias, act = chooser_picks.epilogue(op, product)
+    if has_bias or act:  # the suite op's own calls (ab.OPS), on W = b.t() for the F.linear ops
+        o = ab.OPS[op]
+        nk = o.operands[1] == "NK"
+        extra = [make(N)] if has_bias else []
+
+        def tiled(a, b, variant=None):
+            return o.tilelab(a, b.t() if nk else b, *extra, variant=variant)
+
+        def torch_op(a, b):
+            return o.torch(a, b.t() if nk else b, *extra)
+
+        ref = o.torch(a.double(), (b.t() if nk else b).double(), *[e.double() for e in extra])
+        return Operands(a, bs, ref, tiled, torch_op, {"bias": extra[0] if extra else None, "activation": act})
     batched = a.dim() == 3
     return Operands(a, bs, a.double() @ b.double(), tilelab_torch.tiled_bmm if batched else tilelab_torch.tiled_mm,
                     torch.bmm if batched else torch.mm)

@@ -7,17 +7,20 @@ the dispatcher's own pick and cuBLAS: the oracle a chooser rule is checked again
     python3 benchmarks/tools/rows_ab.py /tmp/vit8.txt --out /tmp/rows.json
     python3 benchmarks/tools/rows_ab.py --models benchmarks/results/h200/models.json   # every model product
 
-Each problem is the bare product the listing names (no bias or activation), its operands in the layouts of
-chooser_picks.product_operands, B cold as picks_ab.py makes it (copies cycled past the L2, up to
---max-copies). Every row of the listed families that runs the problem (tilelab_torch.explain accepts it
+Each problem is the product the listing names, with its op's epilogue for a forward product (addmm and linear
++ bias, linear_gelu + bias + GELU, through the suite op's own call: chooser_picks.epilogue), its operands in
+the layouts of chooser_picks.product_operands, B cold as picks_ab.py makes it (copies cycled past the L2, up
+to --max-copies). Every row of the listed families that runs the problem (tilelab_torch.explain accepts it
 forced) is tried at each --splits count the row takes (the split hook sets it; a count the row clamps is
 skipped), checked against float64 (a row out of tolerance is listed, not timed) and timed as picks_ab.py
 times: kernel durations (CUPTI) over a CUDA graph of one call per copy, µs a call, a second pass included.
 --models takes the problems from a model_ab.py --breakdown file instead: each GEMM of each model config, its
-forward, dX and dW products in the layouts autograd gives them (an nn.Linear's x @ W.t(), dY @ W and dY^T X;
-a Conv1D's x @ W, dY @ W.t() and X^T dY). Prints a line a problem: cuBLAS, the dispatcher's pick and the
-fastest rows; --out writes every measurement as JSON, rewritten after each problem (a run cut short keeps what it
-measured). A problem listed under several names is timed once.
+forward, dX and dW products in the layouts autograd gives them (an nn.Linear's x @ W.t(), dY @ W and dY^T X; a
+Conv1D's x @ W, dY @ W.t() and X^T dY), the forward with the module's bias (linear / addmm) and, where it is
+the erf GELU, its activation (linear_gelu; the other activations are not ops of ab.py: left out). Prints a
+line a problem: cuBLAS, the dispatcher's pick and the fastest rows; --out writes every measurement as JSON,
+rewritten after each problem (a run cut short keeps what it measured). A problem listed under several names is
+timed once.
 """
 from __future__ import annotations
 
@@ -61,10 +64,10 @@ def parse_listing(lines) -> list[Listed]:
         if dtype not in common.DTYPES or product not in ("fwd", "dX", "dW"):
             raise ValueError(f"not a chooser_picks.py problem: {line.strip()!r}")
         dims = tuple(int(v) for v in shape.split("x"))
-        layout = ("linear" if op in chooser_picks.LINEAR_OPS else op) if product == "fwd" else ""
-        if (dtype, product, layout, dims) in seen:
+        kind = chooser_picks.kind(op, product)
+        if (dtype, product, kind, dims) in seen:
             continue
-        seen.add((dtype, product, layout, dims))
+        seen.add((dtype, product, kind, dims))
         out.append(Listed(dtype, product, op, dims))
     return out
 
@@ -78,8 +81,11 @@ def listing_from_models(data: dict) -> list[Listed]:
         for q in entry.get("problems", []):
             M, K, N, conv = q["M"], q["K"], q["N"], q["weight_layout"].startswith("KxN")
             where = f"{entry['model']} {q['modules'][0] if q.get('modules') else '-'}"
-            lines += [f"{where} {'mm' if conv else 'linear'} {entry['dtype']} fwd 1x{M}x{K}x{N}",
-                      f"{where} linear {entry['dtype']} fwd 1x{M}x{N}x{K}" if conv
+            bias, act = q.get("bias", False), q.get("activation")
+            fwd_op = (("addmm" if bias else "mm") if conv else
+                      "linear_gelu" if bias and act == "gelu" else "linear" if bias else "linear_nobias")
+            lines += [f"{where} {fwd_op} {entry['dtype']} fwd 1x{M}x{K}x{N}",
+                      f"{where} linear_nobias {entry['dtype']} fwd 1x{M}x{N}x{K}" if conv
                       else f"{where} linear {entry['dtype']} dX 1x{M}x{N}x{K}",
                       f"{where} linear {entry['dtype']} dW 1x{K}x{M}x{N}" if conv
                       else f"{where} linear {entry['dtype']} dW 1x{N}x{M}x{K}"]
@@ -97,7 +103,7 @@ def measure(p: Listed, rows: list[str], splits: list[int], b_mb: int, max_copies
     """cuBLAS, the dispatcher's pick and every row x split count that runs p, each checked first."""
     ops = picks_ab.cold_operands(p.dtype, p.op, p.product, p.shape, b_mb, max_copies)
     a, b = ops.a, ops.bs[0]
-    pick = tilelab_torch.explain(a, b)
+    pick = tilelab_torch.explain(a, b, **ops.epilogue)
     row = {"dtype": p.dtype, "product": p.product, "op": p.op, "shape": "x".join(map(str, p.shape)),
            "cublas_us": ops.cublas_us(), "pick_kernel": pick.kernel,
            "pick_splits": pick.details.get("split_k", 1), "pick_us": ops.tilelab_us(), "rows": []}
@@ -106,7 +112,7 @@ def measure(p: Listed, rows: list[str], splits: list[int], b_mb: int, max_copies
             torch.ops.tilelab._set_split_k(s)
             try:
                 try:
-                    got = tilelab_torch.explain(a, b, variant=name).details.get("split_k", 1)
+                    got = tilelab_torch.explain(a, b, variant=name, **ops.epilogue).details.get("split_k", 1)
                 except RuntimeError:  # the row cannot run this problem here (its reason says why)
                     break
                 if got != s:  # the row clamps this count (one k-tile a slice, or no split-K at all)
@@ -135,6 +141,8 @@ def main(argv=None) -> int:
     p.add_argument("--models", help="instead of a listing: a model_ab.py --breakdown JSON, every product of its GEMMs")
     p.add_argument("--families", nargs="+", default=list(DEFAULT_FAMILIES),
                    help=f"the families whose rows are tried (default: {' '.join(DEFAULT_FAMILIES)})")
+    p.add_argument("--kernels", nargs="+", default=None,
+                   help="only these rows (config names) of those families (default: every row)")
     p.add_argument("--splits", nargs="+", type=int, default=[1, 2, 3, 4],
                    help="split counts to try each row at (default 1 2 3 4)")
     p.add_argument("--b-mb", type=int, default=160, help="MB of B copies cycled per problem (picks_ab.py's)")
@@ -155,13 +163,17 @@ def main(argv=None) -> int:
         return 1
     if any(s < 1 for s in args.splits):
         p.error("--splits: counts of at least 1")
+    unknown = sorted(set(args.kernels or []) - {k.name for k in tilelab_torch.kernels("cuda")})
+    if unknown:
+        p.error(f"--kernels: not rows of the table: {', '.join(unknown)}")
     if not torch.cuda.is_available():
         p.error("needs a CUDA GPU (the rows run there)")
     out = []
     meta = common.metadata("cuda", "highest (fp32 rows) / high (tf32 rows)")
     with common.kept_precision():
         for prob in listed:
-            r = measure(prob, candidates(prob.dtype, args.families), args.splits, args.b_mb, args.max_copies)
+            rows = [k for k in candidates(prob.dtype, args.families) if args.kernels is None or k in args.kernels]
+            r = measure(prob, rows, args.splits, args.b_mb, args.max_copies)
             out.append(r)
             print(summary(r), flush=True)
             if args.out:  # after every problem: a run cut short (a time limit) keeps what it measured

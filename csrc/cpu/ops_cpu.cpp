@@ -24,9 +24,10 @@ at::Tensor gemm_cpu(const char* op, const at::Tensor* bias, const at::Tensor& a,
   return call.out;
 }
 
-std::string explain_cpu(const at::Tensor& a, const at::Tensor& b, Variant variant, Tile tile) {
+std::string explain_cpu(const at::Tensor& a, const at::Tensor& b, const std::optional<at::Tensor>& bias,
+                        std::optional<c10::string_view> activation, Variant variant, Tile tile) {
   const bool batched = a.dim() == 3;
-  check_gemm_inputs("explain", nullptr, a, b, batched);
+  check_explain_inputs("explain", bias_ptr(bias), activation, a, b);
   cpu::check_cpu_override(variant, tile);
   std::ostringstream os;
   os << "{\"kernel\": \"cpu\", \"variant\": \"cpu\", \"tile\": null, \"device\": \"cpu\", "

@@ -155,6 +155,14 @@ std::tuple<at::Tensor, at::Tensor> linear_pre_cuda(const at::Tensor& x, const at
 }
 
 namespace {
+// The dimensions a problem's bias varies along (after broadcasting to (M, N)): "n" (F.linear's, one value a
+// column), "m", "mn", "scalar"; null without one.
+std::string bias_json(const GemmProblem& p) {
+  if (p.bias == nullptr) return "null";
+  const bool m = p.sbias_m != 0, n = p.sbias_n != 0;
+  return m && n ? "\"mn\"" : m ? "\"m\"" : n ? "\"n\"" : "\"scalar\"";
+}
+
 // The choice for p on d as explain()'s JSON; `device` names it ("cuda:0").
 std::string explain_json(const GemmProblem& p, const Choice& choice, const DeviceInfo& d, const std::string& device) {
   const KernelConfig& c = *choice.cfg;
@@ -164,7 +172,10 @@ std::string explain_json(const GemmProblem& p, const Choice& choice, const Devic
      << ", \"num_sms\": " << d.num_sms << ", \"mem_gbps\": " << d.mem_bytes_per_ns << ", \"batch\": " << p.batch
      << ", \"M\": " << p.M << ", \"N\": " << p.N << ", \"K\": " << p.K
      << ", \"dtype\": \"" << dtype_str(p.dtype) << "\", \"a_layout\": \"" << layout_name(p.a, true)
-     << "\", \"b_layout\": \"" << layout_name(p.b, false) << "\", \"split_k\": " << choice.splits
+     << "\", \"b_layout\": \"" << layout_name(p.b, false) << "\", \"bias\": "
+     << bias_json(p) << ", \"activation\": "
+     << (p.act == Activation::None ? std::string("null") : "\"" + std::string(activation_name(p.act)) + "\"")
+     << ", \"split_k\": " << choice.splits
      << ", \"split_reduce\": "
      << (choice.splits <= 1 ? "null" : choice.reduce == SplitWay::Kernel ? "\"kernel\"" : "\"pass\"")
      << ", \"reason\": \"" << json_escape(choice.reason)
@@ -173,24 +184,26 @@ std::string explain_json(const GemmProblem& p, const Choice& choice, const Devic
 }
 }  // namespace
 
-std::string explain_cuda(const at::Tensor& a, const at::Tensor& b, std::optional<c10::string_view> variant,
+std::string explain_cuda(const at::Tensor& a, const at::Tensor& b, const std::optional<at::Tensor>& bias,
+                         std::optional<c10::string_view> activation, std::optional<c10::string_view> variant,
                          std::optional<int64_t> tile) {
-  check_gemm_inputs("explain", nullptr, a, b, a.dim() == 3);
+  const Activation act = check_explain_inputs("explain", bias_ptr(bias), activation, a, b);
   const c10::cuda::CUDAGuard guard(a.device());
-  const GemmCall call = make_gemm(nullptr, a, b);
+  const GemmCall call = make_gemm(bias_ptr(bias), a, b, act);
   const DeviceInfo& d = device_info(a.get_device());
   return explain_json(call.problem, choose_for(call.problem, d, variant, tile), d, d.label());
 }
 
 std::string explain_described(const at::Tensor& a, const at::Tensor& b, int64_t sm, int64_t num_sms,
+                              const std::optional<at::Tensor>& bias, std::optional<c10::string_view> activation,
                               std::optional<c10::string_view> variant, std::optional<int64_t> tile,
                               std::optional<double> mem_gbps) {
-  check_gemm_inputs("_explain_described", nullptr, a, b, a.dim() == 3);
+  const Activation act = check_explain_inputs("_explain_described", bias_ptr(bias), activation, a, b);
   TORCH_CHECK(a.device().is_cpu() && b.device().is_cpu(),
               "tilelab::_explain_described: takes CPU tensors (their shapes, strides, dtype and alignment describe "
               "the problem); for a CUDA tensor use explain()");
   const DeviceInfo d = described_device("_explain_described", sm, num_sms, mem_gbps);
-  const GemmCall call = make_gemm(nullptr, a, b);
+  const GemmCall call = make_gemm(bias_ptr(bias), a, b, act);
   return explain_json(call.problem, choose_for(call.problem, d, variant, tile), d, "described");
 }
 

@@ -20,15 +20,17 @@ at::Tensor gemm_cuda(const char* op, const at::Tensor* bias, const at::Tensor& a
                      bool batched, Activation act, std::optional<c10::string_view> variant,
                      std::optional<int64_t> tile);
 
-// What gemm_cuda would run for a, b (2-D: tiled_mm; 3-D: tiled_bmm), and why, as JSON
-// (tilelab_torch.explain).
-std::string explain_cuda(const at::Tensor& a, const at::Tensor& b, std::optional<c10::string_view> variant,
+// What gemm_cuda would run for a, b (2-D: tiled_mm; 3-D: tiled_bmm; with a bias and/or an activation:
+// tiled_addmm's or tiled_linear's problem), and why, as JSON (tilelab_torch.explain).
+std::string explain_cuda(const at::Tensor& a, const at::Tensor& b, const std::optional<at::Tensor>& bias,
+                         std::optional<c10::string_view> activation, std::optional<c10::string_view> variant,
                          std::optional<int64_t> tile);
 
 // The same for a described device (compute capability sm, num_sms SMs, mem_gbps of DRAM bandwidth, unset: an
 // H200's) on CPU tensors: the dispatcher's rules without a GPU (tests/test_dispatch.py). What gemm_cuda would
 // run there.
 std::string explain_described(const at::Tensor& a, const at::Tensor& b, int64_t sm, int64_t num_sms,
+                              const std::optional<at::Tensor>& bias, std::optional<c10::string_view> activation,
                               std::optional<c10::string_view> variant, std::optional<int64_t> tile,
                               std::optional<double> mem_gbps);
 

@@ -41,8 +41,8 @@ TORCH_LIBRARY_FRAGMENT(tilelab, m) {
   m.def("_set_split_k(int? splits) -> ()", &set_split_k);
   m.def("_set_split_reduce(str? how) -> ()", &set_split_reduce);
   m.def("_set_choice_cache(bool enabled) -> int", &set_choice_cache);
-  m.def("_explain_described(Tensor a, Tensor b, int sm, int num_sms, *, str? variant=None, int? tile=None, "
-        "float? mem_gbps=None) -> str",
+  m.def("_explain_described(Tensor a, Tensor b, int sm, int num_sms, *, Tensor? bias=None, str? activation=None, "
+        "str? variant=None, int? tile=None, float? mem_gbps=None) -> str",
         &explain_described);
   m.def("_explain_gated(Tensor x, Tensor w_gate, Tensor w_up, *, str? activation=\"silu\", int? sm=None, "
         "int? num_sms=None) -> str",
