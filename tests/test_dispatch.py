@@ -39,6 +39,12 @@ def test_explain_takes_the_epilogue():
     assert (bare.details["bias"], bare.details["activation"]) == (None, None) and "bias" not in str(bare), bare
     for shape, varies in (((16, 1), "m"), ((16, 8192), "mn"), ((), "scalar"), ((1, 8192), "n")):
         assert explain_described(x, wt, bias=torch.empty(shape, dtype=BF16), **H200).details["bias"] == varies
+    # One row: its bias, however shaped, is one value a column (a size-1 dimension's stride is 0), so the hopper
+    # rows' TMA-store epilogue takes it; one column likewise.
+    x1, wt1 = linear(1, 8192, 8192)
+    for shape in ((8192,), (1, 8192)):
+        assert explain_described(x1, wt1, bias=torch.empty(shape, dtype=BF16), **H200).details["bias"] == "n"
+    assert explain_described(*linear(16, 64, 1), bias=torch.empty(16, 1, dtype=BF16), **H200).details["bias"] == "m"
     with pytest.raises(RuntimeError, match="does not broadcast"):
         explain_described(x, wt, bias=torch.empty(8191, dtype=BF16), **H200)
     with pytest.raises(RuntimeError, match="bias must have the dtype"):

@@ -200,6 +200,28 @@ def _checked_linear(config, x, w, bias, act, tol, what, before=None):
     return got
 
 
+@pytest.mark.parametrize("config", ["hopper_m64_64x64x64", "hopper_128x128x64", "hopper_128x160x64"])
+@pytest.mark.parametrize("bias_shape", [(256,), (1, 256)])
+def test_one_row_bias_in_the_tma_epilogue(config, bias_shape):
+    """One row's bias (F.linear's (N,), or (1, N)) is one value a column: a size-1 dimension's stride counts as 0,
+    so the TMA-store epilogue adds it and applies the activation, all in the one kernel (expand() keeps (1, N)'s
+    own stride, which made it a per-element bias: stored from registers, torch's GELU a pass of its own)."""
+    seed = fresh_seed()
+    x = torch.randn(1, 512, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(256, 512, device="cuda", dtype=torch.bfloat16)
+    bias = torch.randn(bias_shape, device="cuda", dtype=torch.bfloat16)
+    e = tilelab_torch.explain(x, w.t(), bias=bias, activation="gelu", variant=config)
+    assert e.details["bias"] == "n", e
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        got = torch.ops.tilelab.tiled_linear(x, w, bias.view(-1), activation="gelu", variant=config)
+        torch.cuda.synchronize()
+    kernels = {ev.name for ev in prof.events() if ev.device_type == torch.autograd.DeviceType.CUDA}
+    assert kernels and all("hopper_kernel" in k for k in kernels), kernels
+    _checked_linear(config, x, w, bias.view(-1), "gelu", TOL[torch.bfloat16], f"{config} one row, seed={seed}")
+    ref = torch.nn.functional.gelu(x.double() @ w.double().t() + bias.view(-1).double())
+    assert float((got.double() - ref).abs().max() / ref.abs().max()) < 1e-2, f"{config}, seed={seed}"
+
+
 # (M, K, N): K of 47 k-steps (no slice count below divides it), of 2 (fewer k-steps than the slices asked
 # for), of 4097 (odd rows: copied to aligned ones first); whole 192 x 192 tiles.
 IN_KERNEL_SHAPES = [(300, 3000, 264), (129, 100, 200), (200, 4097, 136), (384, 2048, 384)]

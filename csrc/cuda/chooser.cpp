@@ -666,10 +666,10 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // stream W faster even when the shares keep the SMs busy: 64x64, else 64x96 (H200, bf16, W cold, kernel
     // durations over a CUDA graph, us, 1 / 4 / 16 rows: 8192x8192, 256 gemv_mma tiles on 128 blocks, 36.41 /
     // 36.78 / 38.68 against 34.57 / 34.87 / 34.68 on 64x64; 4096x11008, 344 on 115, 26.20 / 26.21 / 28.58 against
-    // 24.18 / 24.37 / 24.80 on 64x96; cuBLAS 33.4-33.6, 24.2-24.6). With a bias they tied, and with a bias and GELU
-    // gemv_mma kept a lead the rule gives up (ab.py's skinny suite under CUDA graphs, 1x8192x8192 bf16: 38.0 and
-    // 37.5 on gemv_mma against 38.4 and 40.2 on 64x64; cause not measured): the rules go by the product alone,
-    // as explain() does. One tile a block (4096x4096, 14336x4096) stays on gemv_mma, which was the fastest row
+    // 24.18 / 24.37 / 24.80 on 64x96; cuBLAS 33.4-33.6, 24.2-24.6). The same holds with F.linear's bias and a GELU
+    // fused (picks_ab.py, one row of 8 weights + bias, + bias + GELU: the tiles of this and the next rules faster
+    // on 15 of 16, the exception 4096x28672 + bias + GELU on ping-pong, 65.31 against 62.32; 1x8192x8192 + bias +
+    // GELU 35.33 against 37.54, cuBLAS 35.64). One tile a block (4096x4096, 14336x4096) stays on gemv_mma, which was the fastest row
     // there (11.61 against 12.61 on 64x64; 32.32 against 33.37).
     for (const int row : {kHopperM64, kHopperM64x96}) {
       if (gm_tiles <= sms || tiles(p, row) > sms) continue;
