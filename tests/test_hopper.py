@@ -222,6 +222,28 @@ def test_one_row_bias_in_the_tma_epilogue(config, bias_shape):
     assert float((got.double() - ref).abs().max() / ref.abs().max()) < 1e-2, f"{config}, seed={seed}"
 
 
+@pytest.mark.parametrize("config", ROW_NAMES)
+def test_conv1d_layout_activation_in_the_epilogue(config):
+    """x @ W with W (K, N) row-major, as a swapped transformers Conv1D runs it (tiled_linear(x, W.t(), b,
+    activation=...)): the TMA-store epilogue applies the activation on x's k-contiguous rows against a row-major
+    B too (a swap-AB row with the operands traded), in the one kernel (every activation's values in every layout:
+    test_activation_in_every_layout)."""
+    seed = fresh_seed()
+    x = torch.randn(130, 136, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(136, 264, device="cuda", dtype=torch.bfloat16)  # Conv1D's (in, out)
+    bias = torch.randn(264, device="cuda", dtype=torch.bfloat16)
+    try:
+        tilelab_torch.explain(x, w, bias=bias, activation="gelu_tanh", variant=config)
+    except RuntimeError as e:
+        pytest.skip(f"{config} cannot run x @ W here: {str(e).splitlines()[0]}")
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        torch.ops.tilelab.tiled_linear(x, w.t(), bias, activation="gelu_tanh", variant=config)
+        torch.cuda.synchronize()
+    kernels = {ev.name for ev in prof.events() if ev.device_type == torch.autograd.DeviceType.CUDA}
+    assert kernels and all("hopper_kernel" in k for k in kernels), kernels
+    _checked_linear(config, x, w.t(), bias, "gelu_tanh", TOL[torch.bfloat16], f"{config} x @ W + b, seed={seed}")
+
+
 # (M, K, N): K of 47 k-steps (no slice count below divides it), of 2 (fewer k-steps than the slices asked
 # for), of 4097 (odd rows: copied to aligned ones first); whole 192 x 192 tiles.
 IN_KERNEL_SHAPES = [(300, 3000, 264), (129, 100, 200), (200, 4097, 136), (384, 2048, 384)]
@@ -308,8 +330,9 @@ def test_aligned_copy_is_exact(high, dtype):
 @pytest.mark.parametrize("config", ROW_NAMES + TF32_NAMES)
 def test_activation_in_every_layout(high, config):
     """tiled_linear with an activation where x or W is a transposed view (A m-contiguous, B n-contiguous). A
-    half row's activation kernels are compiled for x @ W.t()'s layouts only: in the others the product goes
-    through its TMA-store kernel without one and the host applies it after; TF32 copies its operands
+    half row's activation kernels are compiled where x's rows are k-contiguous (x @ W.t() and x @ W): where x is
+    a transposed view the product goes through its TMA-store kernel without one and the host applies it after;
+    TF32 copies its operands
     k-contiguous and applies it in the kernel. C's rows aligned (N = 264: the TMA store), tile edges in M and
     N; against float64 with a poisoned output."""
     seed = fresh_seed()

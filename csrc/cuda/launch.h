@@ -82,8 +82,9 @@ constexpr bool family_splits_k(Family f) { return family_tile_epilogue(f) || f =
 bool hopper_tma_store(const GemmProblem& p);
 
 // Whether they do and also apply p.act there, if p has one (launch_hopper.cu):
-// the activation kernels are compiled for x @ W.t()'s layouts in half
-// precision (any layout in TF32); elsewhere gemm_cuda applies it after them.
+// the activation kernels are compiled in half precision for a k-contiguous A
+// (x @ W.t() and x @ W; any layout in TF32); elsewhere gemm_cuda applies it
+// after them.
 bool hopper_fuses_activation(const GemmProblem& p);
 
 // Whether family f's kernel (with split-K, its reduction) applies p.act: every
