@@ -566,8 +566,8 @@ def test_decode_with_a_row_major_b(dtype):
     """x @ B with B (K, N) row-major (transformers' Conv1D) and up to 16 rows in half precision:
     gemv_mma_rowb where its 32-column tiles are one wave of 3/4 to all of the SMs over K <= 8192, else the 64x64
     wgmma row split over K where N >= 768 (GPT-2's Conv1D projections into 768 columns, the ViT head's
-    dY @ W, a longer K; below 2048 columns where K <= 2048 or the estimate splits K), else the rules for the tile
-    rows."""
+    dY @ W, a longer K; below 2048 columns where K <= 2048 or the estimate splits K) unless its tiles would run
+    a second round less than half full (ping-pong 128x128 then), else the rules for the tile rows."""
     for M, K, N in ((1, 4096, 4096), (16, 4096, 4096), (3, 6144, 4096), (1, 4096, 3200)):
         e = explain_described(*mm(M, K, N, dtype), **H200)
         assert e.kernel == "gemv_mma_rowb_16x32x64" and "one wave of 32-column tiles" in e.reason, (M, K, N, e)
@@ -584,6 +584,13 @@ def test_decode_with_a_row_major_b(dtype):
     e = explain_described(*mm(8, 2304, 768, dtype), **H200)
     assert e.kernel == "hopper_m64_64x64x64" and e.details["split_k"] > 1, e
     assert explain_described(*mm(1, 768, 760, dtype), **H200).kernel.startswith("tensorcore_")  # N < 768
+    # 64x64 tiles that would run a second round less than half full (4096x11008's 172, 4096x9216's 144), with
+    # 128x128 tiles one wave: ping-pong 128x128. 4096x14336's 224 (more than half) keep 64x64, as does x @ W.t().
+    for M, K, N in ((1, 4096, 11008), (16, 2048, 11008), (8, 4096, 9216), (4, 8192, 12288)):
+        e = explain_described(*mm(M, K, N, dtype), **H200)
+        assert e.kernel == "hopper_pingpong_128x128x64" and "second round less than half full" in e.reason, e
+    assert explain_described(*mm(16, 4096, 14336, dtype), **H200).kernel == "hopper_m64_64x64x64"
+    assert "second round" not in explain_described(*linear(16, 4096, 11008, dtype), **H200).reason
     assert explain_described(*mm(17, 4096, 4096, dtype), **H200).kernel.startswith("hopper_")
     assert explain_described(*mm(4, 4096, 4096, dtype), **A100).kernel.startswith("tensorcore_")  # 163 KB
 

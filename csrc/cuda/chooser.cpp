@@ -852,6 +852,19 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
                               "slices and 0.0121 for cuBLAS)");
       if (ch.cfg) return ch;
     }
+    // Where the 64x64 tiles run a second round less than half full and 128x128 tiles make one wave, ping-pong
+    // 128x128 tiles take it (H200, bf16, x @ B 4096x11008, 172 tiles of 64x64 on 132 SMs, kernel durations over a
+    // CUDA graph, B cold, 1 / 16 rows: 24.91 / 25.10 us against 31.28 (2 slices) / 29.27 on 64x64, cuBLAS 25.47 /
+    // 25.95); past half (4096x14336's 224 tiles) they tied (31.67 / 31.70 against 31.79 / 31.79 unsplit).
+    const int64_t t64 = tiles(p, kHopperM64);
+    if (t64 > sms && 2 * (t64 - sms) < sms && tiles128 <= sms) {
+      ch = pick(kHopperPingPong, "sm_90, half precision, at most 16 rows, B row-major (x @ B), whose " +
+                                     std::to_string(t64) + " tiles of 64x64 would run a second round less than half "
+                                     "full: ping-pong 128x128 tiles, one wave (H200, bf16, kernel durations over a CUDA "
+                                     "graph, B cold: 1x4096x11008 0.0249 ms vs 0.0313 for hopper_m64_64x64x64, "
+                                     "16x4096x11008 0.0251 vs 0.0293; cuBLAS 0.0255, 0.0260)");
+      if (ch.cfg) return ch;
+    }
     if (p.N >= 2048 || (p.N >= 768 && m64_k_ok())) {
       ch = pick(kHopperM64, "sm_90, half precision, at most 16 rows, B row-major (x @ B), N >= 768 (below 2048: K "
                             "<= 2048 or split): 64x64 tiles "
