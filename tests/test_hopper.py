@@ -402,7 +402,8 @@ def test_auto_uses_hopper_for_large_half(dtype):
 def test_auto_picks_pingpong_for_projection_k(dtype):
     """The dispatcher's ping-pong rule: K of 8..48 steps of 64 with a wave of 128x128 tiles
     and an N that 128x256 tiles do not fit, and not for K = 4096 or for attention's K = 64;
-    the 128x192 rule where its last wave is fuller."""
+    the 128x192 rule where its last wave is fuller. (4096 x 768 into 3072 columns, 4 waves of 128x128
+    tiles, is the several-waves rule's ping-pong: test_dispatch.py.)"""
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     def pick(M, K, N, B=None):
         a = torch.empty(*((B,) if B else ()), M, K, device="cuda", dtype=dtype)
@@ -411,7 +412,7 @@ def test_auto_picks_pingpong_for_projection_k(dtype):
     e = pick(20000, 1024, 128)
     assert 157 >= sms and e.kernel == "hopper_pingpong_128x128x64", e
     assert "ping-pong" in e.reason, e
-    assert pick(4096, 768, 3072).kernel == "hopper_128x256x64"  # where 128x256 fits N
+    assert pick(4096, 768, 2048).kernel == "hopper_128x256x64"  # where 128x256 fits N
     if 128 <= sms < 192:  # 4096 x 768: one round of 128x192 tiles against two of 128x128
         assert pick(4096, 3072, 768).kernel == "hopper_128x192x64"
     assert pick(4096, 4096, 4096).kernel == "hopper_128x256x64"
