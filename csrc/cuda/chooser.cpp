@@ -669,8 +669,8 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     // 24.18 / 24.37 / 24.80 on 64x96; cuBLAS 33.4-33.6, 24.2-24.6). The same holds with F.linear's bias and a GELU
     // fused (picks_ab.py, one row of 8 weights + bias, + bias + GELU: the tiles of this and the next rules faster
     // on 15 of 16, the exception 4096x28672 + bias + GELU on ping-pong, 65.31 against 62.32; 1x8192x8192 + bias +
-    // GELU 35.33 against 37.54, cuBLAS 35.64). One tile a block (4096x4096, 14336x4096) stays on gemv_mma, which was the fastest row
-    // there (11.61 against 12.61 on 64x64; 32.32 against 33.37).
+    // GELU 35.33 against 37.54, cuBLAS 35.64). One tile a block (4096x4096, 14336x4096) stays on gemv_mma, which
+    // was the fastest row there (11.61 against 12.61 on 64x64; 32.32 against 33.37).
     for (const int row : {kHopperM64, kHopperM64x96}) {
       if (gm_tiles <= sms || tiles(p, row) > sms) continue;
       ch = pick(row, "sm_90, half precision, M <= 16 of x @ W.t() whose " + std::to_string(gm_tiles) +
@@ -859,10 +859,10 @@ Choice choose_row(const GemmProblem& p, const DeviceInfo& d) {
     const int64_t t64 = tiles(p, kHopperM64);
     if (t64 > sms && 2 * (t64 - sms) < sms && tiles128 <= sms) {
       ch = pick(kHopperPingPong, "sm_90, half precision, at most 16 rows, B row-major (x @ B), whose " +
-                                     std::to_string(t64) + " tiles of 64x64 would run a second round less than half "
-                                     "full: ping-pong 128x128 tiles, one wave (H200, bf16, kernel durations over a CUDA "
-                                     "graph, B cold: 1x4096x11008 0.0249 ms vs 0.0313 for hopper_m64_64x64x64, "
-                                     "16x4096x11008 0.0251 vs 0.0293; cuBLAS 0.0255, 0.0260)");
+                                     std::to_string(t64) + " tiles of 64x64 would run a second round less than "
+                                     "half full: ping-pong 128x128 tiles, one wave (H200, bf16, kernel durations "
+                                     "over a CUDA graph, B cold: 1x4096x11008 0.0249 ms vs 0.0313 for "
+                                     "hopper_m64_64x64x64, 16x4096x11008 0.0251 vs 0.0293; cuBLAS 0.0255, 0.0260)");
       if (ch.cfg) return ch;
     }
     if (p.N >= 2048 || (p.N >= 768 && m64_k_ok())) {
