@@ -100,8 +100,8 @@ def copies_of(b: torch.Tensor, b_mb: int, max_copies: int = MAX_COPIES) -> int:
 
 class Operands(NamedTuple):
     """One problem's operands on the GPU: A, B's copies (bs[0] is B), the float64 reference of A @ B (with the
-    epilogue), the tilelab op and torch op that compute it (the bmm ones for 3-D operands; tiled_linear and the
-    suite op's torch call where there is an epilogue), and explain()'s bias= and activation= for it."""
+    epilogue), the tilelab op and torch op that compute it (the bmm ones for 3-D operands; where there is an
+    epilogue, the suite op's own calls), and explain()'s bias= and activation= for it."""
     a: torch.Tensor
     bs: list
     ref: torch.Tensor
