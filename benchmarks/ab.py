@@ -258,9 +258,15 @@ def explain_operands(op: str, inputs: list[torch.Tensor]) -> tuple[torch.Tensor,
     return (a, b.t()) if OPS[op].operands[1] == "NK" else (a, b)
 
 
+def op_epilogue(op: str) -> tuple[bool, Optional[str]]:
+    """(whether op's call has a bias, the activation it fuses): its product's epilogue."""
+    return len(OPS[op].operands) > 2, OPS[op].activation
+
+
 def explain_epilogue(op: str, inputs: list[torch.Tensor]) -> dict:
     """explain()'s bias= and activation= for op's call on inputs: the epilogue the dispatcher decides with."""
-    return {"bias": inputs[2] if len(OPS[op].operands) > 2 else None, "activation": OPS[op].activation}
+    has_bias, act = op_epilogue(op)
+    return {"bias": inputs[2] if has_bias else None, "activation": act}
 
 
 def _peer_columns(prefix: str, fn: Callable, ref: torch.Tensor, dkey: str, device: str, timing) -> dict:

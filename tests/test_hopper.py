@@ -200,6 +200,14 @@ def _checked_linear(config, x, w, bias, act, tol, what, before=None):
     return got
 
 
+def _launched(fn):
+    """fn()'s result and the names of the CUDA kernels it launched (torch.profiler)."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        out = fn()
+        torch.cuda.synchronize()
+    return out, {ev.name for ev in prof.events() if ev.device_type == torch.autograd.DeviceType.CUDA}
+
+
 @pytest.mark.parametrize("config", ["hopper_m64_64x64x64", "hopper_128x128x64", "hopper_128x160x64"])
 @pytest.mark.parametrize("bias_shape", [(256,), (1, 256)])
 def test_one_row_bias_in_the_tma_epilogue(config, bias_shape):
@@ -212,10 +220,8 @@ def test_one_row_bias_in_the_tma_epilogue(config, bias_shape):
     bias = torch.randn(bias_shape, device="cuda", dtype=torch.bfloat16)
     e = tilelab_torch.explain(x, w.t(), bias=bias, activation="gelu", variant=config)
     assert e.details["bias"] == "n", e
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        got = torch.ops.tilelab.tiled_linear(x, w, bias.view(-1), activation="gelu", variant=config)
-        torch.cuda.synchronize()
-    kernels = {ev.name for ev in prof.events() if ev.device_type == torch.autograd.DeviceType.CUDA}
+    got, kernels = _launched(lambda: torch.ops.tilelab.tiled_linear(x, w, bias.view(-1), activation="gelu",
+                                                                   variant=config))
     assert kernels and all("hopper_kernel" in k for k in kernels), kernels
     _checked_linear(config, x, w, bias.view(-1), "gelu", TOL[torch.bfloat16], f"{config} one row, seed={seed}")
     ref = torch.nn.functional.gelu(x.double() @ w.double().t() + bias.view(-1).double())
@@ -236,10 +242,8 @@ def test_conv1d_layout_activation_in_the_epilogue(config):
         tilelab_torch.explain(x, w, bias=bias, activation="gelu_tanh", variant=config)
     except RuntimeError as e:
         pytest.skip(f"{config} cannot run x @ W here: {str(e).splitlines()[0]}")
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        torch.ops.tilelab.tiled_linear(x, w.t(), bias, activation="gelu_tanh", variant=config)
-        torch.cuda.synchronize()
-    kernels = {ev.name for ev in prof.events() if ev.device_type == torch.autograd.DeviceType.CUDA}
+    _, kernels = _launched(lambda: torch.ops.tilelab.tiled_linear(x, w.t(), bias, activation="gelu_tanh",
+                                                                  variant=config))
     assert kernels and all("hopper_kernel" in k for k in kernels), kernels
     _checked_linear(config, x, w.t(), bias, "gelu_tanh", TOL[torch.bfloat16], f"{config} x @ W + b, seed={seed}")
 
@@ -281,10 +285,8 @@ def test_split_k_added_in_the_kernel(high, config, shape, splits, how):
         added_here = one_wave and how == "kernel"
         assert ("added in the kernel" if added_here else "reduced by a second pass") in e.reason, e
         # The launch goes by the reason's decision: a second pass is a kernel of its own.
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-            torch.ops.tilelab.tiled_linear(x, w, bias, variant=config)
-            torch.cuda.synchronize()
-        passes = [ev.name for ev in prof.events() if "split_reduce_kernel" in ev.name]
+        _, kernels = _launched(lambda: torch.ops.tilelab.tiled_linear(x, w, bias, variant=config))
+        passes = [k for k in kernels if "split_reduce_kernel" in k]
         assert bool(passes) != added_here, (e.reason, passes)
         for act in (None, "gelu"):
             got = _checked_linear(config, x, w, bias, act, tol,

@@ -77,9 +77,7 @@ def product_operands(op: str, product: str, B: int, M: int, K: int, N: int,
 def epilogue(op: str, product: str) -> tuple[bool, str | None]:
     """(a bias?, the activation) of a listed product: a forward product has its op's (ab.OPS: linear's bias,
     linear_gelu's bias and GELU), the gradients' products none."""
-    if product != "fwd":
-        return False, None
-    return len(ab.OPS[op].operands) > 2, ab.OPS[op].activation
+    return ab.op_epilogue(op) if product == "fwd" else (False, None)
 
 
 def kind(op: str, product: str) -> tuple:
